@@ -1,0 +1,30 @@
+#pragma once
+// The parallel layout and the rank map (Megatron order, TP fastest so TP peers share a
+// node): rank = (pp_rank * dp + dp_rank) * tp + tp_rank. Pure functions, no processes.
+#include <vector>
+
+namespace trainctl::comm {
+
+struct Layout {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int world_size() const { return dp * tp * pp; }
+};
+
+struct Coord {
+  int dp = 0;
+  int tp = 0;
+  int pp = 0;
+  bool operator==(const Coord&) const = default;
+};
+
+Coord coord_of(const Layout& layout, int rank);
+int rank_of(const Layout& layout, const Coord& c);
+
+// The world ranks in each group containing `rank`, ordered by their rank in the group.
+std::vector<int> dp_group(const Layout& layout, int rank);  // same tp, pp
+std::vector<int> tp_group(const Layout& layout, int rank);  // same dp, pp
+std::vector<int> pp_group(const Layout& layout, int rank);  // same dp, tp
+
+}  // namespace trainctl::comm

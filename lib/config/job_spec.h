@@ -1,0 +1,105 @@
+#pragma once
+// The job spec as plain typed structs. YAML is parsed into these once, at the edge
+// (config/parse.cpp); nothing below the CLI ever sees YAML. Defaults live here.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace trainctl::config {
+
+enum class Device { cpu, cuda };
+enum class DType { fp32, bf16, fp16 };
+
+struct ModelSpec {
+  std::string type = "gpt";
+  std::string preset;  // "" = explicit dims; else gpt-tiny | gpt-small | gpt2-124m (fills dims)
+  int vocab_size = 256;
+  int seq_len = 128;
+  int n_layer = 2;
+  int n_head = 4;
+  int d_model = 128;
+};
+
+struct DataSpec {
+  std::string type = "synthetic";    // synthetic | text | tokens
+  std::filesystem::path path;        // text/tokens: resolved against the spec file's dir
+  double val_fraction = 0.05;        // tail of the corpus held out for validation
+};
+
+struct ParallelSpec {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  std::string schedule = "1f1b";     // gpipe | 1f1b
+  int zero = 0;                      // 0 | 1 | 2
+};
+
+struct TrainingSpec {
+  int steps = 100;
+  int micro_batch_size = 8;
+  int global_batch_size = 8;         // = micro_batch_size * grad_accum * dp
+  double grad_clip = 1.0;            // 0 disables clipping
+  int eval_every = 0;                // 0 disables evaluation
+  int eval_batches = 4;
+  int threads = 1;                   // compute threads per worker
+};
+
+struct OptimizerSpec {
+  std::string type = "adamw";
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  int warmup_steps = 0;
+  std::string decay = "cosine";      // cosine | linear | constant
+  double min_lr = 0.0;
+};
+
+struct PrecisionSpec {
+  DType compute = DType::fp32;
+};
+
+struct CheckpointSpec {
+  int every_steps = 0;               // 0 = only at the end / on preemption
+  int keep_last = 3;
+  bool async = true;
+};
+
+struct LoggingSpec {
+  int every_steps = 10;
+};
+
+struct RuntimeSpec {
+  int max_restarts = 0;
+  double comm_timeout_s = 300;
+  bool comm_selftest = true;         // verify every group's collectives before training
+};
+
+struct JobSpec {
+  std::filesystem::path spec_path;   // the YAML file it came from ("" for built-ins)
+  std::string name = "job";
+  std::filesystem::path run_dir;     // absolute after resolution
+  uint64_t seed = 1234;
+  Device device = Device::cpu;
+  ModelSpec model;
+  DataSpec data;
+  ParallelSpec parallel;
+  TrainingSpec training;
+  OptimizerSpec optimizer;
+  PrecisionSpec precision;
+  CheckpointSpec checkpoint;
+  LoggingSpec logging;
+  RuntimeSpec runtime;
+
+  int world_size() const { return parallel.dp * parallel.tp * parallel.pp; }
+  int grad_accum() const {
+    return training.global_batch_size / (training.micro_batch_size * parallel.dp);
+  }
+};
+
+const char* to_string(Device d);
+const char* to_string(DType d);
+
+}  // namespace trainctl::config
