@@ -1,0 +1,110 @@
+#pragma once
+// The fixed op set (DESIGN.md), forward and backward, behind one interface so the model
+// is written once and runs on the CPU backend (ops/cpu: OpenBLAS + a thread pool) and
+// later the CUDA backend (ops/cuda). llm.c-style: raw pointers to contiguous row-major
+// fp32 buffers in the backend's device memory, shapes passed explicitly.
+//
+// Gradient conventions (every backward below follows them):
+//   - parameter gradients ACCUMULATE (+=) so micro-batches add up without copies;
+//   - input (activation) gradients are OVERWRITTEN (=) unless the name says `_acc`.
+// Linear layers use nn.Linear's layout: weight [out, in], y = x W^T + b.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/tensor.h"
+
+namespace trainctl::ops {
+
+struct BackendOptions {
+  int threads = 1;  // compute threads for this worker (one process per device slot)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual int threads() const = 0;
+
+  // --- memory ------------------------------------------------------------------------
+  virtual void* alloc(size_t bytes) = 0;  // zero-filled, 64-byte aligned
+  virtual void free(void* p) = 0;
+  virtual void zero(float* p, size_t n) = 0;
+  virtual void copy(float* dst, const float* src, size_t n) = 0;
+
+  // --- GEMM (row-major) C = alpha * op(A) op(B) + beta * C; op(A) is MxK, op(B) KxN ----
+  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                    const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                    int ldc) = 0;
+
+  // --- linear: out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be null) ---
+  virtual void linear_forward(float* out, const float* inp, const float* weight,
+                              const float* bias, int N, int IC, int OC) = 0;
+  // dinp (=, may be null), dweight (+=), dbias (+=, may be null).
+  virtual void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int N, int IC,
+                               int OC) = 0;
+
+  // --- layernorm over the last dim C; mean/rstd [N] saved for backward ----------------
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int N, int C) = 0;
+  // dinp (=), dweight (+=), dbias (+=).
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  // --- GELU, tanh approximation (GPT-2) -----------------------------------------------
+  virtual void gelu_forward(float* out, const float* inp, size_t n) = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) = 0;
+
+  // --- residual: out = a + b (out may alias a or b) ------------------------------------
+  virtual void add(float* out, const float* a, const float* b, size_t n) = 0;
+  // acc += x
+  virtual void add_inplace(float* acc, const float* x, size_t n) = 0;
+
+  // --- causal self-attention, fused and memory-lean ----------------------------------
+  // qkv [B,T,3C] as (q | k | v) along the last dim, heads of size C/NH inside each part
+  // (nanoGPT's c_attn output). out [B,T,C]. lse [B,NH,T] receives each query row's
+  // log-sum-exp of the scaled scores: backward recomputes probabilities from it instead
+  // of keeping a T×T matrix per head.
+  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                                 int NH) = 0;
+  // dqkv (=) from dout, the forward's inputs and outputs.
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* out, const float* lse, int B, int T, int C,
+                                  int NH) = 0;
+
+  // --- embeddings: out[B,T,C] = wte[tokens] + wpe[t] -----------------------------------
+  virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                 const float* wpe, int B, int T, int C) = 0;
+  // dwte (+=), dwpe (+=, may be null).
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
+                                  const int32_t* tokens, int B, int T, int C) = 0;
+
+  // --- LM head fused with softmax cross-entropy ------------------------------------------
+  // logits = x[N,C] @ wte[V,C]^T are produced a block of rows at a time and never kept:
+  // losses[N] = -log softmax(logits)[target] (targets < 0 are ignored: loss 0, no grad).
+  // If dx != null also backpropagates the loss sum scaled by `dloss`:
+  //   dx (=) [N,C], dwte (+=) [V,C].
+  virtual void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
+                                     const float* wte, const int32_t* targets, int N, int C,
+                                     int V, float dloss) = 0;
+
+  // --- optimizer and reductions --------------------------------------------------------
+  // Sum of squares of n floats, accumulated in double.
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  // x *= s
+  virtual void scale(float* x, float s, size_t n) = 0;
+  // AdamW with decoupled weight decay; `step` is 1-based (bias correction).
+  virtual void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int step) = 0;
+
+  // --- casts ---------------------------------------------------------------------------
+  virtual void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
+};
+
+// The CPU backend: OpenBLAS sgemm driven from the backend's own thread pool (OpenBLAS
+// itself runs single-threaded inside it, so two pools never spin against each other).
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
+
+}  // namespace trainctl::ops
