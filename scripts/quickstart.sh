@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's first command: install dependencies, build, and train the quickstart job
+# (CPU, small GPT, synthetic data that trainctl generates itself).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install_deps.sh"
+"$root/scripts/build.sh" "$root/build"
+exec "$root/build/trainctl" train "$root/configs/quickstart.yaml" "$@"
