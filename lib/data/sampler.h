@@ -1,0 +1,44 @@
+#pragma once
+// Which samples make up which batch. A step consumes global_batch consecutive sample
+// indices [step*GB, (step+1)*GB); micro-batch m on DP rank r takes the rows
+// ((m*dp + r)*micro_batch + b). Any (dp, grad_accum) split of the same global batch
+// therefore sees the same samples: the basis of layout equivalence and exact resume.
+#include <cstdint>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace trainctl::data {
+
+struct BatchLayout {
+  int micro_batch = 1;
+  int seq_len = 1;
+  int grad_accum = 1;
+  int dp = 1;
+  int dp_rank = 0;
+  int64_t global_batch() const { return static_cast<int64_t>(micro_batch) * grad_accum * dp; }
+};
+
+uint64_t train_sample_index(const BatchLayout& layout, int64_t step, int micro, int row);
+
+// One optimizer step's micro-batches for one DP rank: [grad_accum, micro_batch, seq_len].
+struct StepBatch {
+  int64_t step = -1;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> targets;
+  const int32_t* micro_tokens(const BatchLayout& l, int m) const {
+    return tokens.data() + static_cast<size_t>(m) * l.micro_batch * l.seq_len;
+  }
+  const int32_t* micro_targets(const BatchLayout& l, int m) const {
+    return targets.data() + static_cast<size_t>(m) * l.micro_batch * l.seq_len;
+  }
+};
+
+void fill_step_batch(const Dataset& data, const BatchLayout& layout, int64_t step, StepBatch& out);
+
+// Evaluation batch e (of micro_batch rows) from the validation split: the same rows in
+// every evaluation, so validation losses are comparable over time.
+void fill_eval_batch(const Dataset& data, const BatchLayout& layout, int64_t e,
+                     std::vector<int32_t>& tokens, std::vector<int32_t>& targets);
+
+}  // namespace trainctl::data

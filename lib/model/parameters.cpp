@@ -1,0 +1,79 @@
+#include "model/parameters.h"
+
+#include <stdexcept>
+
+#include "util/random.h"
+
+namespace trainctl::model {
+
+namespace {
+// Keep every parameter 64-byte aligned inside the flat buffer (whole cache lines, and
+// aligned vector loads in the kernels).
+constexpr int64_t kAlignFloats = 16;
+int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+}  // namespace
+
+ParameterSet::~ParameterSet() {
+  if (data_) backend_->free(data_);
+  if (grads_) backend_->free(grads_);
+}
+
+size_t ParameterSet::declare(std::string name, Shape shape, Init init, float init_std,
+                             bool weight_decay) {
+  if (data_) throw std::logic_error("ParameterSet: declare() after allocate()");
+  Param p;
+  p.name = std::move(name);
+  p.numel = numel_of(shape);
+  p.shape = std::move(shape);
+  p.offset = total_;
+  p.init = init;
+  p.init_std = init_std;
+  p.weight_decay = weight_decay;
+  total_ = align_up(total_ + p.numel);
+  params_.push_back(std::move(p));
+  return params_.size() - 1;
+}
+
+void ParameterSet::allocate() {
+  if (data_) return;
+  const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
+  data_ = static_cast<float*>(backend_->alloc(bytes));
+  grads_ = static_cast<float*>(backend_->alloc(bytes));
+}
+
+void ParameterSet::initialize(uint64_t seed) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Param& p = params_[i];
+    float* w = data(i);
+    switch (p.init) {
+      case Init::zeros:
+        backend_->zero(w, static_cast<size_t>(p.numel));
+        break;
+      case Init::ones:
+        for (int64_t k = 0; k < p.numel; ++k) w[k] = 1.0f;
+        break;
+      case Init::normal: {
+        const uint64_t stream = rng::hash(seed, rng::hash_name(p.name));
+        for (int64_t k = 0; k < p.numel; ++k) {
+          w[k] = static_cast<float>(p.init_std * rng::normal(stream, static_cast<uint64_t>(k)));
+        }
+        break;
+      }
+    }
+  }
+}
+
+const Param& ParameterSet::find(const std::string& name) const {
+  for (const Param& p : params_) {
+    if (p.name == name) return p;
+  }
+  throw std::out_of_range("no parameter named " + name);
+}
+
+Tensor ParameterSet::tensor(size_t i) const {
+  return Tensor::borrow(data(i), params_.at(i).shape, DType::fp32, backend_->device());
+}
+
+void ParameterSet::zero_grads() { backend_->zero(grads_, static_cast<size_t>(total_)); }
+
+}  // namespace trainctl::model

@@ -1,0 +1,67 @@
+#pragma once
+// All of a model's parameters live in one flat buffer and their gradients in a second one
+// with the same layout, so the optimizer, gradient clipping and data-parallel reductions
+// each work on one contiguous range (or on a few large buckets of it) instead of on many
+// small tensors. Each Param is a named view into those buffers.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/backend.h"
+#include "tensor/tensor.h"
+
+namespace trainctl::model {
+
+enum class Init {
+  zeros,
+  ones,
+  normal,  // N(0, std)
+};
+
+struct Param {
+  std::string name;    // nanoGPT name, e.g. "transformer.h.0.attn.c_attn.weight"
+  Shape shape;         // nanoGPT/nn.Linear layout
+  int64_t offset = 0;  // in floats, into the flat buffers
+  int64_t numel = 0;
+  Init init = Init::zeros;
+  float init_std = 0.0f;
+  bool weight_decay = false;  // 2-D weights decay; biases and LayerNorm parameters do not
+};
+
+class ParameterSet {
+ public:
+  explicit ParameterSet(ops::Backend& backend) : backend_(&backend) {}
+  ~ParameterSet();
+  ParameterSet(const ParameterSet&) = delete;
+  ParameterSet& operator=(const ParameterSet&) = delete;
+
+  // Declaration phase: returns the index of the new parameter.
+  size_t declare(std::string name, Shape shape, Init init, float init_std, bool weight_decay);
+  // Allocates both flat buffers (zeroed). No declarations after this.
+  void allocate();
+  // Fills every parameter from its init rule; values depend only on (seed, name, index),
+  // never on the order of declaration or on the process layout.
+  void initialize(uint64_t seed);
+
+  const std::vector<Param>& list() const { return params_; }
+  const Param& at(size_t i) const { return params_.at(i); }
+  const Param& find(const std::string& name) const;  // throws if absent
+  int64_t total() const { return total_; }
+
+  float* data() const { return data_; }
+  float* grads() const { return grads_; }
+  float* data(size_t i) const { return data_ + params_[i].offset; }
+  float* grad(size_t i) const { return grads_ + params_[i].offset; }
+  Tensor tensor(size_t i) const;  // a borrowed view of parameter i
+
+  void zero_grads();
+
+ private:
+  ops::Backend* backend_;
+  std::vector<Param> params_;
+  int64_t total_ = 0;
+  float* data_ = nullptr;
+  float* grads_ = nullptr;
+};
+
+}  // namespace trainctl::model

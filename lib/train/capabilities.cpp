@@ -1,0 +1,46 @@
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace trainctl::train {
+
+namespace {
+void refuse(const config::JobSpec& spec, const std::string& key, const std::string& why) {
+  const std::string where =
+      spec.spec_path.empty() ? std::string("job spec") : spec.spec_path.string();
+  throw InputError(where + ": " + key + ": " + why);
+}
+}  // namespace
+
+void check_trainable(const config::JobSpec& spec) {
+  if (spec.device != config::Device::cpu) {
+    refuse(spec, "device", "the CUDA backend is not part of this build yet; use device: cpu");
+  }
+  if (spec.parallel.tp != 1) {
+    refuse(spec, "parallel.tp",
+           "tensor parallel training is not available yet; use tp: 1 (`trainctl selftest` "
+           "can still verify the layout's process groups)");
+  }
+  if (spec.parallel.pp != 1) {
+    refuse(spec, "parallel.pp",
+           "pipeline parallel training is not available yet; use pp: 1 (`trainctl selftest` "
+           "can still verify the layout's process groups)");
+  }
+  if (spec.parallel.zero != 0) {
+    refuse(spec, "parallel.zero", "ZeRO sharding is not available yet; use zero: 0");
+  }
+  if (spec.precision.compute != config::DType::fp32) {
+    refuse(spec, "precision.compute",
+           "the CPU backend computes in fp32 (this CPU has no bf16/fp16 arithmetic); use fp32");
+  }
+  if (spec.checkpoint.every_steps != 0) {
+    refuse(spec, "checkpoint.every_steps",
+           "checkpointing is not available yet; set every_steps: 0 (the final model is still "
+           "exported to run_dir/model.safetensors)");
+  }
+  if (spec.runtime.max_restarts != 0) {
+    refuse(spec, "runtime.max_restarts",
+           "automatic restarts need checkpoints, which are not available yet; use 0");
+  }
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,79 @@
+#include "train/inspect_step.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/safetensors.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "model/gpt.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+#include "train/model_setup.h"
+
+namespace trainctl::train {
+
+namespace {
+std::vector<checkpoint::NamedTensor> views(const model::ParameterSet& p, bool grads) {
+  std::vector<checkpoint::NamedTensor> out;
+  for (size_t i = 0; i < p.list().size(); ++i) {
+    out.push_back({p.at(i).name, Tensor::borrow(grads ? p.grad(i) : p.data(i), p.at(i).shape)});
+  }
+  return out;
+}
+}  // namespace
+
+void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir) {
+  std::filesystem::create_directories(out_dir);
+  const int T = spec.model.seq_len, mb = spec.training.micro_batch_size;
+  auto backend = ops::make_cpu_backend({.threads = spec.training.threads});
+  const model::GptConfig cfg = gpt_config(spec);
+  model::Gpt gpt(cfg, *backend, mb, T);
+  gpt.init_weights(spec.seed);
+  checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));
+
+  auto dataset = data::make_dataset(dataset_options(spec));
+  const data::BatchLayout layout{mb, T, 1, 1, 0};
+  data::StepBatch batch;
+  data::fill_step_batch(*dataset, layout, 0, batch);
+  Tensor tokens = Tensor::zeros({mb, T}), targets = Tensor::zeros({mb, T});
+  for (size_t i = 0; i < batch.tokens.size(); ++i) {
+    tokens.f32()[i] = static_cast<float>(batch.tokens[i]);
+    targets.f32()[i] = static_cast<float>(batch.targets[i]);
+  }
+  checkpoint::write_safetensors(out_dir / "batch.safetensors",
+                                {{"tokens", tokens}, {"targets", targets}});
+
+  gpt.params().zero_grads();
+  int64_t count = 0;
+  const double loss_sum = gpt.forward_backward(batch.tokens.data(), batch.targets.data(),
+                                               1.0f / static_cast<float>(mb * T), &count);
+  checkpoint::write_safetensors(out_dir / "grads.safetensors", views(gpt.params(), true));
+
+  const double norm = optim::grad_norm(gpt.params(), *backend);
+  optim::clip_grad_norm(gpt.params(), *backend, norm, spec.training.grad_clip);
+  const optim::LrSchedule schedule{spec.optimizer.lr, spec.optimizer.min_lr,
+                                   spec.optimizer.warmup_steps, spec.training.steps,
+                                   spec.optimizer.decay};
+  auto optimizer = optim::make_optimizer(optimizer_options(spec), gpt.params(), *backend);
+  const double lr = schedule.at(0);
+  optimizer->step(lr);
+  checkpoint::write_safetensors(out_dir / "updated.safetensors", views(gpt.params(), false));
+
+  nlohmann::ordered_json j;
+  j["loss"] = loss_sum / static_cast<double>(count);
+  j["grad_norm"] = norm;
+  j["model"] = {{"vocab_size", cfg.vocab_size},
+                {"block_size", cfg.max_seq_len},
+                {"n_layer", cfg.n_layer},
+                {"n_head", cfg.n_head},
+                {"n_embd", cfg.d_model}};
+  j["optimizer"] = {
+      {"type", spec.optimizer.type},         {"lr", lr},
+      {"beta1", spec.optimizer.beta1},       {"beta2", spec.optimizer.beta2},
+      {"eps", spec.optimizer.eps},           {"weight_decay", spec.optimizer.weight_decay},
+      {"grad_clip", spec.training.grad_clip}};
+  std::ofstream(out_dir / "step.json") << j.dump(2) << '\n';
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,17 @@
+#pragma once
+#include <filesystem>
+
+#include "config/job_spec.h"
+
+namespace trainctl::train {
+
+// Runs the job's first optimizer step on one worker (first micro-batch only) and writes
+// everything another implementation needs to reproduce it into out_dir:
+//   weights.safetensors  initial parameters (nanoGPT names)
+//   batch.safetensors    tokens and targets [micro_batch, seq_len] (as F32)
+//   grads.safetensors    gradients of the mean loss over the batch
+//   updated.safetensors  parameters after clipping and one optimizer step
+//   step.json            loss, gradient norm, model dims, optimizer settings
+void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir);
+
+}  // namespace trainctl::train

@@ -1,0 +1,87 @@
+#include "train/metrics.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace trainctl::train {
+
+namespace {
+std::string hms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  const auto s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+}  // namespace
+
+MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd)
+    : fd_(console_fd) {
+  if (!metrics_path.empty()) file_.open(metrics_path, std::ios::app);
+  tty_ = fd_ >= 0 && ::isatty(fd_) == 1;
+}
+
+MetricsReporter::~MetricsReporter() {
+  if (open_line_) write_console("\n");
+}
+
+void MetricsReporter::write_console(const std::string& s) {
+  if (fd_ < 0) return;
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd_, s.data() + done, s.size() - done);
+    if (n <= 0) return;  // the console went away: training goes on
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string MetricsReporter::format(const StepMetrics& m) const {
+  char buf[256];
+  const double eta = m.step > 0 ? m.elapsed_s / static_cast<double>(m.step) *
+                                      static_cast<double>(m.total_steps - m.step)
+                                : 0.0;
+  int n = std::snprintf(buf, sizeof buf,
+                        "step %lld/%lld | loss %.4f | lr %.2e | grad %.3f | %.0f tok/s | "
+                        "%.1f ms/step | ETA %s",
+                        static_cast<long long>(m.step), static_cast<long long>(m.total_steps),
+                        m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms, hms(eta).c_str());
+  std::string s(buf, static_cast<size_t>(n));
+  if (m.val_loss) {
+    n = std::snprintf(buf, sizeof buf, " | val %.4f", *m.val_loss);
+    s.append(buf, static_cast<size_t>(n));
+  }
+  return s;
+}
+
+void MetricsReporter::log(const StepMetrics& m) {
+  if (file_.is_open()) {
+    nlohmann::ordered_json j;
+    j["step"] = m.step;
+    j["loss"] = m.loss;
+    j["lr"] = m.lr;
+    j["grad_norm"] = m.grad_norm;
+    j["tokens_per_s"] = m.tokens_per_s;
+    j["step_ms"] = m.step_ms;
+    if (m.val_loss) j["val_loss"] = *m.val_loss;
+    j["elapsed_s"] = m.elapsed_s;
+    file_ << j.dump() << '\n';
+    file_.flush();
+  }
+  write_console((open_line_ ? "\r\033[K" : "") + format(m) + "\n");
+  open_line_ = false;
+}
+
+void MetricsReporter::progress(const StepMetrics& m) {
+  if (!tty_) return;  // in a log file, only the logged steps appear
+  write_console("\r\033[K" + format(m));
+  open_line_ = true;
+}
+
+void MetricsReporter::message(const std::string& line) {
+  write_console((open_line_ ? "\n" : "") + line + "\n");
+  open_line_ = false;
+}
+
+}  // namespace trainctl::train

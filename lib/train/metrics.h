@@ -1,0 +1,47 @@
+#pragma once
+// What a run reports: metrics.jsonl (one JSON object per logged step, for tools) and a
+// live progress line on the console (for people). Only global rank 0 reports.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace trainctl::train {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  int64_t total_steps = 0;
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double tokens_per_s = 0.0;
+  double step_ms = 0.0;
+  std::optional<double> val_loss;
+  double elapsed_s = 0.0;
+};
+
+class MetricsReporter {
+ public:
+  // console_fd < 0: no console output. metrics_path empty: no file.
+  MetricsReporter(const std::filesystem::path& metrics_path, int console_fd);
+  ~MetricsReporter();
+  MetricsReporter(const MetricsReporter&) = delete;
+  MetricsReporter& operator=(const MetricsReporter&) = delete;
+
+  void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
+  void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
+  void message(const std::string& line);  // a console line (ends any progress line)
+
+ private:
+  void write_console(const std::string& s);
+  std::string format(const StepMetrics& m) const;
+
+  std::ofstream file_;
+  int fd_ = -1;
+  bool tty_ = false;
+  bool open_line_ = false;
+};
+
+}  // namespace trainctl::train

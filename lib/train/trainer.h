@@ -1,0 +1,31 @@
+#pragma once
+// The training engine of one worker: model shard, data, optimizer, metrics, export.
+#include <filesystem>
+
+#include "comm/process_groups.h"
+#include "config/job_spec.h"
+
+namespace trainctl::train {
+
+struct TrainContext {
+  std::filesystem::path run_dir;
+  int console_fd = -1;  // the launcher's stdout (global rank 0 only), else -1
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_loss = 0.0;
+  double final_val_loss = -1.0;  // < 0: never evaluated
+  double tokens_per_s = 0.0;
+};
+
+// Refuses (trainctl::InputError, exit code 2) spec features this build cannot train
+// yet, before any worker is spawned, naming the key and what to use instead.
+void check_trainable(const config::JobSpec& spec);
+
+// Runs the whole training job on this worker. Throws on failure (NumericsError for a
+// NaN/Inf loss, CommError when a peer dies, ...).
+TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
+                         const TrainContext& ctx);
+
+}  // namespace trainctl::train
