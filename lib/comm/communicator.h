@@ -6,11 +6,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace trainctl::comm {
 
 enum class ReduceOp { sum, max };
+
+// A collective or point-to-point call failed: a peer died or closed its connection, an
+// operation timed out, or the backend reported an error. The message names the group
+// and the operation, e.g. "allreduce on group dp[1] failed: ...". The group is unusable
+// afterwards; the worker should log the message and exit so the launcher can restart.
+class CommError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class Communicator {
  public:
@@ -32,6 +43,15 @@ class Communicator {
   virtual void send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
   virtual void recv(void* data, size_t bytes, int src, uint32_t tag) = 0;
   virtual void barrier() = 0;
+
+  // The algorithm a call of `op` ("allreduce", "allgather", "reduce_scatter", ...) on
+  // `count` floats would use, for benchmark tables and logs. Empty when the backend has
+  // a single algorithm per op.
+  virtual std::string algorithm_name(std::string_view op, size_t count) const {
+    (void)op;
+    (void)count;
+    return {};
+  }
 };
 
 }  // namespace trainctl::comm

@@ -27,4 +27,10 @@ std::vector<int> dp_group(const Layout& layout, int rank);  // same tp, pp
 std::vector<int> tp_group(const Layout& layout, int rank);  // same dp, pp
 std::vector<int> pp_group(const Layout& layout, int rank);  // same dp, tp
 
+// Which group of each kind contains `rank`: the groups of one kind are numbered from 0 in
+// the order of their lowest world rank. Names groups ("dp[1]") and their store prefixes.
+int dp_group_index(const Layout& layout, int rank);  // pp * tp + tp_rank
+int tp_group_index(const Layout& layout, int rank);  // pp * dp + dp_rank
+int pp_group_index(const Layout& layout, int rank);  // dp * tp + tp_rank
+
 }  // namespace trainctl::comm

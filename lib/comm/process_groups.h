@@ -10,8 +10,8 @@ namespace trainctl::comm {
 // by a backend (comm/gloo/gloo_groups.h, later comm/nccl), used by the engine.
 struct ProcessGroups {
   Layout layout;
-  int rank = 0;          // world rank
-  Coord coord;           // this rank's (dp, tp, pp) coordinates
+  int rank = 0;  // world rank
+  Coord coord;   // this rank's (dp, tp, pp) coordinates
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;

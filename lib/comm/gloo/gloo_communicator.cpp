@@ -1,0 +1,243 @@
+#include "comm/gloo/gloo_communicator.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <utility>
+
+#include "comm/gloo/ring_collectives.h"
+
+namespace trainctl::comm {
+
+namespace {
+
+// Slot prefixes above Gloo's own (0x01..0x08) keep our messages apart from its algorithms.
+constexpr uint8_t kRingSlotPrefix = 0x40;
+constexpr uint8_t kPointToPointSlotPrefix = 0x41;
+
+void sum_into(float* acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+void max_into(float* acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = acc[i] < x[i] ? x[i] : acc[i];
+}
+
+// Gloo prefixes messages with "[/path/file.cc:123] "; users need only the reason.
+std::string strip_source_location(const std::string& msg) {
+  if (!msg.empty() && msg.front() == '[') {
+    auto end = msg.find("] ");
+    if (end != std::string::npos) return msg.substr(end + 2);
+  }
+  return msg;
+}
+
+void wait_or_throw(bool completed, const char* what) {
+  if (!completed) throw std::runtime_error(std::string(what) + " was aborted");
+}
+
+}  // namespace
+
+std::string_view to_string(AllreduceAlgo algo) {
+  switch (algo) {
+    case AllreduceAlgo::automatic:
+      return "auto";
+    case AllreduceAlgo::direct:
+      return "direct";
+    case AllreduceAlgo::ring:
+      return "ring";
+    case AllreduceAlgo::gloo_ring:
+      return "gloo_ring";
+    case AllreduceAlgo::ring_chunked:
+      return "ring_chunked";
+    case AllreduceAlgo::halving_doubling:
+      return "halving_doubling";
+  }
+  return "unknown";
+}
+
+AllreduceAlgo parse_allreduce_algo(std::string_view name) {
+  for (auto algo :
+       {AllreduceAlgo::automatic, AllreduceAlgo::direct, AllreduceAlgo::ring,
+        AllreduceAlgo::gloo_ring, AllreduceAlgo::ring_chunked, AllreduceAlgo::halving_doubling}) {
+    if (to_string(algo) == name) return algo;
+  }
+  throw std::invalid_argument("unknown allreduce algorithm '" + std::string(name) +
+                              "' (expected auto, direct, ring, gloo_ring, ring_chunked or "
+                              "halving_doubling)");
+}
+
+GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
+                                   GlooOptions options)
+    : context_(std::move(context)), name_(std::move(name)), options_(options) {
+  if (!context_) throw std::invalid_argument("GlooCommunicator '" + name_ + "': null context");
+  context_->setTimeout(options_.timeout);
+}
+
+template <class Body>
+void GlooCommunicator::guarded(const char* op, Body&& body) {
+  try {
+    body();
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CommError(std::string(op) + " on group " + name_ +
+                    " failed: " + strip_source_location(e.what()));
+  }
+}
+
+uint64_t GlooCommunicator::take_slots(uint32_t n) {
+  const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, next_collective_tag_);
+  next_collective_tag_ += n;
+  return slot;
+}
+
+void GlooCommunicator::check_peer(const char* op, int peer) const {
+  if (peer < 0 || peer >= size() || peer == rank()) {
+    throw std::invalid_argument(std::string(op) + " on group " + name_ + ": peer rank " +
+                                std::to_string(peer) + " is not another rank of the " +
+                                std::to_string(size()) + "-rank group");
+  }
+}
+
+AllreduceAlgo GlooCommunicator::allreduce_algo_for(size_t count) const {
+  AllreduceAlgo algo = options_.allreduce_algo;
+  if (algo == AllreduceAlgo::automatic) {
+    const size_t sent_per_rank = count * sizeof(float) * static_cast<size_t>(size() - 1);
+    algo = sent_per_rank <= options_.small_allreduce_bytes ? AllreduceAlgo::direct
+                                                           : AllreduceAlgo::ring;
+  }
+  // The legacy algorithms count elements in an int.
+  if ((algo == AllreduceAlgo::ring_chunked || algo == AllreduceAlgo::halving_doubling) &&
+      count > static_cast<size_t>(INT_MAX)) {
+    algo = AllreduceAlgo::ring;
+  }
+  return algo;
+}
+
+std::string GlooCommunicator::algorithm_name(std::string_view op, size_t count) const {
+  if (size() == 1) return "local";
+  if (op == "allreduce") return std::string(to_string(allreduce_algo_for(count)));
+  if (op == "reduce_scatter" || op == "allgather") return "ring";
+  if (op == "broadcast") return "one_to_all";
+  return {};
+}
+
+void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
+  if (size() == 1 || count == 0) return;
+  const AllreduceAlgo algo = allreduce_algo_for(count);
+  guarded("allreduce", [&] {
+    switch (algo) {
+      case AllreduceAlgo::direct:
+        ring::direct_allreduce(*context_, data, count, op == ReduceOp::sum ? sum_into : max_into,
+                               take_slots(1), options_.timeout);
+        break;
+      case AllreduceAlgo::automatic:  // resolved by allreduce_algo_for
+      case AllreduceAlgo::ring: {
+        auto blocks = ring::split_evenly(count, size());
+        ring::allreduce(*context_, data, blocks, op == ReduceOp::sum ? sum_into : max_into,
+                        take_slots(2 * static_cast<uint32_t>(size())), options_.timeout);
+        break;
+      }
+      case AllreduceAlgo::gloo_ring: {
+        gloo::AllreduceOptions opts(context_);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        opts.setOutput(data, count);
+        using Fn = void (*)(void*, const void*, const void*, size_t);
+        opts.setReduceFunction(op == ReduceOp::sum ? static_cast<Fn>(&gloo::sum<float>)
+                                                   : static_cast<Fn>(&gloo::max<float>));
+        opts.setMaxSegmentSize(options_.gloo_ring_segment_bytes);
+        opts.setTimeout(options_.timeout);
+        gloo::allreduce(opts);
+        break;
+      }
+      case AllreduceAlgo::ring_chunked: {
+        auto fn = op == ReduceOp::sum ? gloo::ReductionFunction<float>::sum
+                                      : gloo::ReductionFunction<float>::max;
+        gloo::AllreduceRingChunked<float> algorithm(context_, {data}, static_cast<int>(count), fn);
+        algorithm.run();
+        break;
+      }
+      case AllreduceAlgo::halving_doubling: {
+        auto fn = op == ReduceOp::sum ? gloo::ReductionFunction<float>::sum
+                                      : gloo::ReductionFunction<float>::max;
+        gloo::AllreduceHalvingDoubling<float> algorithm(context_, {data}, static_cast<int>(count),
+                                                        fn);
+        algorithm.run();
+        break;
+      }
+    }
+  });
+}
+
+void GlooCommunicator::reduce_scatter(const float* in, float* out, size_t count) {
+  guarded("reduce_scatter", [&] {
+    ring::reduce_scatter(*context_, in, out, count, sum_into,
+                         take_slots(static_cast<uint32_t>(size())), options_.timeout);
+  });
+}
+
+void GlooCommunicator::allgather(const float* in, float* out, size_t count) {
+  guarded("allgather", [&] {
+    ring::allgather(*context_, in, out, count * sizeof(float),
+                    take_slots(static_cast<uint32_t>(size())), options_.timeout);
+  });
+}
+
+void GlooCommunicator::broadcast(float* data, size_t count, int root) {
+  if (root < 0 || root >= size()) {
+    throw std::invalid_argument("broadcast on group " + name_ + ": root " + std::to_string(root) +
+                                " is outside the " + std::to_string(size()) + "-rank group");
+  }
+  if (size() == 1 || count == 0) return;
+  guarded("broadcast", [&] {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(data, count);
+    opts.setRoot(root);
+    opts.setTimeout(options_.timeout);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooCommunicator::send(const void* data, size_t bytes, int dst, uint32_t tag) {
+  check_peer("send", dst);
+  if (bytes == 0) return;
+  guarded("send", [&] {
+    // Gloo's buffer type is not const-aware; a send only reads the memory.
+    auto buf = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+    buf->send(dst, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+    wait_or_throw(buf->waitSend(options_.timeout), "send");
+  });
+}
+
+void GlooCommunicator::recv(void* data, size_t bytes, int src, uint32_t tag) {
+  check_peer("recv", src);
+  if (bytes == 0) return;
+  guarded("recv", [&] {
+    auto buf = context_->createUnboundBuffer(data, bytes);
+    buf->recv(src, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+    wait_or_throw(buf->waitRecv(options_.timeout), "recv");
+  });
+}
+
+void GlooCommunicator::barrier() {
+  if (size() == 1) return;
+  guarded("barrier", [&] {
+    gloo::BarrierOptions opts(context_);
+    opts.setTimeout(options_.timeout);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace trainctl::comm

@@ -1,0 +1,63 @@
+#pragma once
+// Communicator over one connected Gloo context (CPU, TCP). See comm/communicator.h for
+// the contract of each call. Not thread-safe: one thread drives a communicator at a
+// time (different communicators may run concurrently, even on a shared device).
+#include <gloo/context.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/gloo/gloo_options.h"
+
+namespace trainctl::comm {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  // `context` is connected (gloo::rendezvous::Context after connectFullMesh); a context
+  // of size 1 needs no connection. `name` appears in errors ("dp[1]"). The context's
+  // timeout is set to options.timeout.
+  GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
+                   GlooOptions options = {});
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  const std::string& name() const override { return name_; }
+
+  void allreduce(float* data, size_t count, ReduceOp op = ReduceOp::sum) override;
+  void reduce_scatter(const float* in, float* out, size_t count) override;
+  void allgather(const float* in, float* out, size_t count) override;
+  void broadcast(float* data, size_t count, int root) override;
+  // Blocking send: returns once the receiver has taken the data (Gloo's TCP transport
+  // moves a message only after the matching recv is posted), so two ranks that send to
+  // each other first deadlock. Order pairs (one sends first, the other receives first).
+  void send(const void* data, size_t bytes, int dst, uint32_t tag) override;
+  void recv(void* data, size_t bytes, int src, uint32_t tag) override;
+  void barrier() override;
+
+  std::string algorithm_name(std::string_view op, size_t count) const override;
+
+  // The allreduce algorithm used for `count` floats: options.allreduce_algo, or the
+  // per-size choice when that is `automatic`.
+  AllreduceAlgo allreduce_algo_for(size_t count) const;
+
+  const GlooOptions& options() const { return options_; }
+
+ private:
+  // Runs `body`, turning any Gloo or transport exception into CommError naming the
+  // group and `op`.
+  template <class Body>
+  void guarded(const char* op, Body&& body);
+  // First slot of a fresh range of `n` slots for one ring collective. All ranks call
+  // collectives in the same order, so they agree on the slots.
+  uint64_t take_slots(uint32_t n);
+  void check_peer(const char* op, int peer) const;
+
+  std::shared_ptr<gloo::Context> context_;
+  std::string name_;
+  GlooOptions options_;
+  uint32_t next_collective_tag_ = 0;
+};
+
+}  // namespace trainctl::comm

@@ -1,0 +1,159 @@
+#include "comm/gloo/ring_collectives.h"
+
+#include <gloo/common/error.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace trainctl::comm::ring {
+
+namespace {
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+void wait_or_throw(bool completed, const char* what, int peer) {
+  if (!completed) {
+    throw gloo::IoException(std::string(what) +
+                            (peer >= 0 ? " with rank " + std::to_string(peer) : std::string()) +
+                            " was aborted");
+  }
+}
+
+// One ring step: send `send_bytes` to `dst` while receiving `recv_bytes` from `src`.
+// The receive is posted first: Gloo's TCP transport only moves a message once the
+// receiver has asked for it, so two ranks that both send first would wait forever.
+void exchange(gloo::Context& ctx, const void* send_ptr, size_t send_bytes, int dst, void* recv_ptr,
+              size_t recv_bytes, int src, uint64_t slot, std::chrono::milliseconds timeout) {
+  std::unique_ptr<gloo::transport::UnboundBuffer> rbuf;
+  std::unique_ptr<gloo::transport::UnboundBuffer> sbuf;
+  if (recv_bytes > 0) {
+    rbuf = ctx.createUnboundBuffer(recv_ptr, recv_bytes);
+    rbuf->recv(src, slot);
+  }
+  if (send_bytes > 0) {
+    // Gloo's buffer type is not const-aware; a send only reads the memory.
+    sbuf = ctx.createUnboundBuffer(const_cast<void*>(send_ptr), send_bytes);
+    sbuf->send(dst, slot);
+  }
+  if (rbuf) wait_or_throw(rbuf->waitRecv(timeout), "receive", src);
+  if (sbuf) wait_or_throw(sbuf->waitSend(timeout), "send", dst);
+}
+
+}  // namespace
+
+Blocks split_evenly(size_t total, int ranks) {
+  Blocks b;
+  const auto n = static_cast<size_t>(ranks);
+  b.offset.resize(n);
+  b.count.resize(n);
+  size_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    b.offset[i] = offset;
+    b.count[i] = total / n + (i < total % n ? 1 : 0);
+    offset += b.count[i];
+  }
+  return b;
+}
+
+void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t block_count,
+                    ReduceFn reduce, uint64_t slot, std::chrono::milliseconds timeout) {
+  const int p = ctx.size;
+  const int r = ctx.rank;
+  if (p == 1) {
+    if (out != in) std::memmove(out, in, block_count * sizeof(float));
+    return;
+  }
+  if (block_count == 0) return;
+  const int right = mod(r + 1, p);
+  const int left = mod(r - 1, p);
+  const size_t bytes = block_count * sizeof(float);
+  // Partial sums travel around the ring; two accumulators so the one being sent is
+  // never the one being received into.
+  std::vector<float> acc[2];
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_block = mod(r - s - 1, p);
+    const int recv_block = mod(r - s - 2, p);
+    const float* send_ptr = s == 0 ? in + send_block * block_count : acc[(s - 1) % 2].data();
+    float* recv_ptr = out;
+    if (s != p - 2) {
+      acc[s % 2].resize(block_count);
+      recv_ptr = acc[s % 2].data();
+    }
+    exchange(ctx, send_ptr, bytes, right, recv_ptr, bytes, left, slot + s, timeout);
+    reduce(recv_ptr, in + recv_block * block_count, block_count);
+  }
+}
+
+void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn reduce,
+               uint64_t slot, std::chrono::milliseconds timeout) {
+  const int p = ctx.size;
+  const int r = ctx.rank;
+  if (p == 1) return;
+  const int right = mod(r + 1, p);
+  const int left = mod(r - 1, p);
+  const size_t max_block = *std::max_element(blocks.count.begin(), blocks.count.end());
+  std::vector<float> tmp(max_block);
+  // Reduce-scatter: after p-1 steps rank r holds the full reduction of block r.
+  for (int s = 0; s < p - 1; ++s) {
+    const auto sb = static_cast<size_t>(mod(r - s - 1, p));
+    const auto rb = static_cast<size_t>(mod(r - s - 2, p));
+    exchange(ctx, data + blocks.offset[sb], blocks.count[sb] * sizeof(float), right, tmp.data(),
+             blocks.count[rb] * sizeof(float), left, slot + s, timeout);
+    reduce(data + blocks.offset[rb], tmp.data(), blocks.count[rb]);
+  }
+  // Allgather: each reduced block travels once around the ring, received in place.
+  for (int s = 0; s < p - 1; ++s) {
+    const auto sb = static_cast<size_t>(mod(r - s, p));
+    const auto rb = static_cast<size_t>(mod(r - s - 1, p));
+    exchange(ctx, data + blocks.offset[sb], blocks.count[sb] * sizeof(float), right,
+             data + blocks.offset[rb], blocks.count[rb] * sizeof(float), left, slot + p + s,
+             timeout);
+  }
+}
+
+void direct_allreduce(gloo::Context& ctx, float* data, size_t count, ReduceFn reduce, uint64_t slot,
+                      std::chrono::milliseconds timeout) {
+  const int p = ctx.size;
+  const int r = ctx.rank;
+  if (p == 1 || count == 0) return;
+  const size_t bytes = count * sizeof(float);
+  // Contributions of every rank, in rank order (this rank's is a copy of `data`).
+  std::vector<float> all(count * static_cast<size_t>(p));
+  std::memcpy(all.data() + static_cast<size_t>(r) * count, data, bytes);
+  auto recv_buf = ctx.createUnboundBuffer(all.data(), all.size() * sizeof(float));
+  auto send_buf = ctx.createUnboundBuffer(data, bytes);
+  for (int peer = 0; peer < p; ++peer) {
+    if (peer == r) continue;
+    recv_buf->recv(peer, slot, static_cast<size_t>(peer) * bytes, bytes);
+  }
+  for (int peer = 0; peer < p; ++peer) {
+    if (peer != r) send_buf->send(peer, slot);
+  }
+  for (int i = 0; i < p - 1; ++i) wait_or_throw(recv_buf->waitRecv(timeout), "receive", -1);
+  for (int i = 0; i < p - 1; ++i) wait_or_throw(send_buf->waitSend(timeout), "send", -1);
+  std::memcpy(data, all.data(), bytes);
+  for (int peer = 1; peer < p; ++peer) {
+    reduce(data, all.data() + static_cast<size_t>(peer) * count, count);
+  }
+}
+
+void allgather(gloo::Context& ctx, const void* in, void* out, size_t bytes_per_rank, uint64_t slot,
+               std::chrono::milliseconds timeout) {
+  const int p = ctx.size;
+  const int r = ctx.rank;
+  auto* out_bytes = static_cast<char*>(out);
+  auto block = [&](int b) { return out_bytes + static_cast<size_t>(b) * bytes_per_rank; };
+  if (block(r) != in) std::memmove(block(r), in, bytes_per_rank);
+  if (p == 1 || bytes_per_rank == 0) return;
+  const int right = mod(r + 1, p);
+  const int left = mod(r - 1, p);
+  for (int s = 0; s < p - 1; ++s) {
+    exchange(ctx, block(mod(r - s, p)), bytes_per_rank, right, block(mod(r - s - 1, p)),
+             bytes_per_rank, left, slot + s, timeout);
+  }
+}
+
+}  // namespace trainctl::comm::ring

@@ -1,0 +1,84 @@
+#include "comm/layout.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace trainctl::comm {
+
+namespace {
+
+void check_layout(const Layout& layout) {
+  if (layout.dp < 1 || layout.tp < 1 || layout.pp < 1) {
+    throw std::invalid_argument("invalid parallel layout dp=" + std::to_string(layout.dp) + " tp=" +
+                                std::to_string(layout.tp) + " pp=" + std::to_string(layout.pp) +
+                                ": every degree must be at least 1");
+  }
+}
+
+void check_rank(const Layout& layout, int rank) {
+  check_layout(layout);
+  if (rank < 0 || rank >= layout.world_size()) {
+    throw std::out_of_range("rank " + std::to_string(rank) + " is outside the world of " +
+                            std::to_string(layout.world_size()) + " ranks");
+  }
+}
+
+}  // namespace
+
+Coord coord_of(const Layout& layout, int rank) {
+  check_rank(layout, rank);
+  Coord c;
+  c.tp = rank % layout.tp;
+  c.dp = (rank / layout.tp) % layout.dp;
+  c.pp = rank / (layout.tp * layout.dp);
+  return c;
+}
+
+int rank_of(const Layout& layout, const Coord& c) {
+  check_layout(layout);
+  if (c.dp < 0 || c.dp >= layout.dp || c.tp < 0 || c.tp >= layout.tp || c.pp < 0 ||
+      c.pp >= layout.pp) {
+    throw std::out_of_range("coordinate (dp=" + std::to_string(c.dp) +
+                            ", tp=" + std::to_string(c.tp) + ", pp=" + std::to_string(c.pp) +
+                            ") is outside the layout");
+  }
+  return (c.pp * layout.dp + c.dp) * layout.tp + c.tp;
+}
+
+std::vector<int> dp_group(const Layout& layout, int rank) {
+  Coord c = coord_of(layout, rank);
+  std::vector<int> ranks;
+  for (c.dp = 0; c.dp < layout.dp; ++c.dp) ranks.push_back(rank_of(layout, c));
+  return ranks;
+}
+
+std::vector<int> tp_group(const Layout& layout, int rank) {
+  Coord c = coord_of(layout, rank);
+  std::vector<int> ranks;
+  for (c.tp = 0; c.tp < layout.tp; ++c.tp) ranks.push_back(rank_of(layout, c));
+  return ranks;
+}
+
+std::vector<int> pp_group(const Layout& layout, int rank) {
+  Coord c = coord_of(layout, rank);
+  std::vector<int> ranks;
+  for (c.pp = 0; c.pp < layout.pp; ++c.pp) ranks.push_back(rank_of(layout, c));
+  return ranks;
+}
+
+int dp_group_index(const Layout& layout, int rank) {
+  const Coord c = coord_of(layout, rank);
+  return c.pp * layout.tp + c.tp;
+}
+
+int tp_group_index(const Layout& layout, int rank) {
+  const Coord c = coord_of(layout, rank);
+  return c.pp * layout.dp + c.dp;
+}
+
+int pp_group_index(const Layout& layout, int rank) {
+  const Coord c = coord_of(layout, rank);
+  return c.dp * layout.tp + c.tp;
+}
+
+}  // namespace trainctl::comm
