@@ -1,0 +1,168 @@
+#include "ops/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "ops/cpu/sgemm.h"
+
+namespace trainctl::ops::cpu {
+
+CpuBackend::CpuBackend(const BackendOptions& options)
+    : pool_(options.threads), scratch_(static_cast<size_t>(std::max(options.threads, 1))) {
+  // OpenBLAS's own pthread pool would spin against ours (NOTES.md, "CPU ceilings"): every
+  // sgemm runs single-threaded inside one of our threads instead.
+  openblas_set_num_threads(1);
+}
+
+float* CpuBackend::scratch(int thread, size_t n) {
+  auto& s = scratch_[static_cast<size_t>(thread)];
+  if (s.size() < n) s.resize(n);
+  return s.data();
+}
+
+// --- memory ----------------------------------------------------------------------------
+
+void* CpuBackend::alloc(size_t bytes) {
+  const size_t padded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, padded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, padded);
+  return p;
+}
+
+void CpuBackend::free(void* p) { std::free(p); }
+
+void CpuBackend::zero(float* p, size_t n) {
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain * 8,
+                     [&](int64_t b, int64_t e, int) {
+                       std::memset(p + b, 0, static_cast<size_t>(e - b) * sizeof(float));
+                     });
+}
+
+void CpuBackend::copy(float* dst, const float* src, size_t n) {
+  if (dst == src) return;
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain * 8,
+                     [&](int64_t b, int64_t e, int) {
+                       std::memmove(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+                     });
+}
+
+// --- elementwise -----------------------------------------------------------------------
+
+void CpuBackend::add(float* out, const float* a, const float* b, size_t n) {
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain, [&](int64_t s, int64_t e, int) {
+    for (int64_t i = s; i < e; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+void CpuBackend::add_inplace(float* acc, const float* x, size_t n) {
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain, [&](int64_t s, int64_t e, int) {
+    for (int64_t i = s; i < e; ++i) acc[i] += x[i];
+  });
+}
+
+void CpuBackend::scale(float* x, float s, size_t n) {
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) x[i] *= s;
+  });
+}
+
+double CpuBackend::sum_squares(const float* x, size_t n) {
+  std::vector<double> partial(static_cast<size_t>(pool_.size()), 0.0);
+  pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain, [&](int64_t b, int64_t e, int t) {
+    // Eight independent double lanes: vectorises, and keeps the double accumulation exact
+    // enough for global-norm clipping over hundreds of millions of values.
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = b;
+    for (; i + 8 <= e; i += 8) {
+      for (int k = 0; k < 8; ++k) {
+        const double v = x[i + k];
+        lanes[k] += v * v;
+      }
+    }
+    double s = 0.0;
+    for (; i < e; ++i) s += static_cast<double>(x[i]) * x[i];
+    for (double l : lanes) s += l;
+    partial[static_cast<size_t>(t)] = s;
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+// --- GEMM and linear -------------------------------------------------------------------
+
+void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                      int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M < 0 || N < 0 || K < 0) {
+    throw std::invalid_argument("gemm: negative dimension (M=" + std::to_string(M) +
+                                ", N=" + std::to_string(N) + ", K=" + std::to_string(K) + ")");
+  }
+  const int min_lda = std::max(1, trans_a ? M : K);
+  const int min_ldb = std::max(1, trans_b ? K : N);
+  if (lda < min_lda || ldb < min_ldb || ldc < std::max(1, N)) {
+    throw std::invalid_argument("gemm: leading dimension too small (lda=" + std::to_string(lda) +
+                                ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) +
+                                " for M=" + std::to_string(M) + ", N=" + std::to_string(N) +
+                                ", K=" + std::to_string(K) + ")");
+  }
+  sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void CpuBackend::linear_forward(float* out, const float* inp, const float* weight,
+                                const float* bias, int N, int IC, int OC) {
+  if (bias == nullptr) {
+    sgemm_parallel(pool_, false, true, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
+    return;
+  }
+  // Each thread writes the bias into its own rows right before its sgemm accumulates onto
+  // them, while those rows are still in cache.
+  const int64_t grain = std::max<int64_t>(32, (int64_t{1} << 20) / std::max(1, IC * OC));
+  pool_.parallel_for(N, grain, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* o = out + r * OC;
+      for (int j = 0; j < OC; ++j) o[j] = bias[j];
+    }
+    sgemm_serial(false, true, static_cast<int>(r1 - r0), OC, IC, 1.0f, inp + r0 * IC, IC, weight,
+                 IC, 1.0f, out + r0 * OC, OC);
+  });
+}
+
+void CpuBackend::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                 const float* inp, const float* weight, int N, int IC, int OC) {
+  if (dinp != nullptr) {
+    // dinp[N,IC] = dout[N,OC] @ weight[OC,IC]
+    sgemm_parallel(pool_, false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+  }
+  // dweight[OC,IC] += dout^T @ inp, split over output features; the thread that owns
+  // features o0..o1 also sums their bias gradient, so no partial buffers are needed.
+  const int64_t grain = std::max<int64_t>(32, (int64_t{1} << 20) / std::max(1, IC * N));
+  pool_.parallel_for(OC, grain, [&](int64_t o0, int64_t o1, int) {
+    const int width = static_cast<int>(o1 - o0);
+    sgemm_serial(true, false, width, IC, N, 1.0f, dout + o0, OC, inp, IC, 1.0f, dweight + o0 * IC,
+                 IC);
+    if (dbias != nullptr) {
+      float* db = dbias + o0;
+      for (int r = 0; r < N; ++r) {
+        const float* d = dout + static_cast<int64_t>(r) * OC + o0;
+        for (int j = 0; j < width; ++j) db[j] += d[j];
+      }
+    }
+  });
+}
+
+}  // namespace trainctl::ops::cpu
+
+namespace trainctl::ops {
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  return std::make_unique<cpu::CpuBackend>(options);
+}
+
+}  // namespace trainctl::ops

@@ -1,0 +1,79 @@
+#pragma once
+// The CPU implementation of the op set (ops/backend.h). Methods are defined in one .cpp
+// file per op family (cpu_backend.cpp, cpu_attention.cpp, ...). One backend is driven by
+// one thread at a time (the worker's training loop); it fans work out to its own pool.
+#include <cstddef>
+#include <vector>
+
+#include "ops/backend.h"
+#include "ops/cpu/thread_pool.h"
+
+namespace trainctl::ops::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& options);
+
+  Device device() const override { return Device::cpu; }
+  int threads() const override { return pool_.size(); }
+
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  void zero(float* p, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override;
+
+  void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override;
+  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int IC, int OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+
+  void gelu_forward(float* out, const float* inp, size_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+
+  void add(float* out, const float* a, const float* b, size_t n) override;
+  void add_inplace(float* acc, const float* x, size_t n) override;
+
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int B, int T, int C) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                          int T, int C) override;
+
+  void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
+                             const float* wte, const int32_t* targets, int N, int C, int V,
+                             float dloss) override;
+
+  double sum_squares(const float* x, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, int step) override;
+
+  void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+
+ private:
+  // Thread t's private scratch of at least n floats (grows, never shrinks; contents are
+  // undefined on entry). Only thread t may call this with its own index.
+  float* scratch(int thread, size_t n);
+
+  ThreadPool pool_;
+  std::vector<std::vector<float>> scratch_;
+};
+
+// Elements per thread below which memory-bound loops run on the caller alone: waking a
+// worker costs about as much as streaming this many floats.
+inline constexpr int64_t kElementwiseGrain = 1 << 15;
+
+}  // namespace trainctl::ops::cpu

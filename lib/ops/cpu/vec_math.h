@@ -1,0 +1,36 @@
+#pragma once
+// Branch-free float math written as plain scalar code so that loops calling it vectorise
+// (glibc's expf/tanhf do not, without -ffast-math).
+#include <bit>
+#include <cstdint>
+
+namespace trainctl::ops::cpu {
+
+// exp(x) with ~1 ulp error (Cephes' expf polynomial, range reduction by ln 2).
+// Inputs are clamped to [-87.3, 88.37]: results below FLT_MIN stay at about 1e-38, above
+// saturate near FLT_MAX; callers that need exact 0 or inf handle those ranges themselves.
+inline float fast_exp(float x) {
+  // Ternaries (not fmin/fmax) so the compiler emits vminps/vmaxps without -ffast-math.
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.37f ? 88.37f : x;
+  // Round x*log2(e) to the nearest integer with the 1.5*2^23 trick (floorf is a libm call
+  // without -ffast-math and would stop vectorisation); the integer is then in t's low bits.
+  constexpr float kRound = 12582912.0f;
+  const float t = x * 1.44269504088896341f + kRound;
+  const float n = t - kRound;
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  const float r2 = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r2 + r + 1.0f;
+  // 2^n built directly in the exponent field (n is in [-126, 127] after the clamp).
+  const int32_t bits = (std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound) + 127) << 23;
+  return y * std::bit_cast<float>(bits);
+}
+
+}  // namespace trainctl::ops::cpu
