@@ -1,6 +1,6 @@
 #pragma once
 // The job spec as plain typed structs. YAML is parsed into these once, at the edge
-// (config/parse.cpp); nothing below the CLI ever sees YAML. Defaults live here.
+// (config/load.h); nothing below the CLI ever sees YAML. Defaults live here.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -19,30 +19,39 @@ struct ModelSpec {
   int n_layer = 2;
   int n_head = 4;
   int d_model = 128;
+
+  bool operator==(const ModelSpec&) const = default;
 };
 
 struct DataSpec {
-  std::string type = "synthetic";    // synthetic | text | tokens
-  std::filesystem::path path;        // text/tokens: resolved against the spec file's dir
-  double val_fraction = 0.05;        // tail of the corpus held out for validation
+  std::string type = "synthetic";  // synthetic | text | tokens
+  std::filesystem::path path;      // text/tokens: resolved against the spec file's dir
+  double val_fraction = 0.05;      // tail of the corpus held out for validation
+
+  bool operator==(const DataSpec&) const = default;
 };
 
 struct ParallelSpec {
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  std::string schedule = "1f1b";     // gpipe | 1f1b
-  int zero = 0;                      // 0 | 1 | 2
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+  int zero = 0;                   // 0 | 1 | 2
+
+  bool operator==(const ParallelSpec&) const = default;
 };
 
 struct TrainingSpec {
   int steps = 100;
   int micro_batch_size = 8;
-  int global_batch_size = 8;         // = micro_batch_size * grad_accum * dp
-  double grad_clip = 1.0;            // 0 disables clipping
-  int eval_every = 0;                // 0 disables evaluation
+  // = micro_batch_size * grad_accum * dp; a spec that leaves it out gets micro_batch_size * dp.
+  int global_batch_size = 8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  int eval_every = 0;      // 0 disables evaluation
   int eval_batches = 4;
-  int threads = 1;                   // compute threads per worker
+  int threads = 1;  // compute threads per worker
+
+  bool operator==(const TrainingSpec&) const = default;
 };
 
 struct OptimizerSpec {
@@ -53,34 +62,44 @@ struct OptimizerSpec {
   double eps = 1e-8;
   double weight_decay = 0.1;
   int warmup_steps = 0;
-  std::string decay = "cosine";      // cosine | linear | constant
+  std::string decay = "cosine";  // cosine | linear | constant
   double min_lr = 0.0;
+
+  bool operator==(const OptimizerSpec&) const = default;
 };
 
 struct PrecisionSpec {
   DType compute = DType::fp32;
+
+  bool operator==(const PrecisionSpec&) const = default;
 };
 
 struct CheckpointSpec {
-  int every_steps = 0;               // 0 = only at the end / on preemption
+  int every_steps = 0;  // 0 = only at the end / on preemption
   int keep_last = 3;
   bool async = true;
+
+  bool operator==(const CheckpointSpec&) const = default;
 };
 
 struct LoggingSpec {
   int every_steps = 10;
+
+  bool operator==(const LoggingSpec&) const = default;
 };
 
 struct RuntimeSpec {
   int max_restarts = 0;
   double comm_timeout_s = 300;
-  bool comm_selftest = true;         // verify every group's collectives before training
+  bool comm_selftest = true;  // verify every group's collectives before training
+
+  bool operator==(const RuntimeSpec&) const = default;
 };
 
 struct JobSpec {
-  std::filesystem::path spec_path;   // the YAML file it came from ("" for built-ins)
+  std::filesystem::path spec_path;  // the YAML file it came from ("" for built-ins)
   std::string name = "job";
-  std::filesystem::path run_dir;     // absolute after resolution
+  std::filesystem::path run_dir;  // absolute after resolution
   uint64_t seed = 1234;
   Device device = Device::cpu;
   ModelSpec model;
@@ -97,6 +116,10 @@ struct JobSpec {
   int grad_accum() const {
     return training.global_batch_size / (training.micro_batch_size * parallel.dp);
   }
+
+  // Equal configuration: every field but spec_path (where the spec was read from is not part
+  // of it), so a resolved spec read back from run_dir equals the one that was written.
+  bool operator==(const JobSpec& other) const;
 };
 
 const char* to_string(Device d);

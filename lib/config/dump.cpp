@@ -1,0 +1,86 @@
+// to_yaml: the resolved spec, written so that reading it back gives the same JobSpec.
+#include <cstdio>
+#include <sstream>
+
+#include "config/load.h"
+#include "config/number_text.h"
+
+namespace trainctl::config {
+
+namespace {
+
+using detail::format_real;
+
+// Strings are always double-quoted so that names like `true` or `123` stay strings.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\x%02x", static_cast<unsigned>(c));
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+const char* boolean(bool value) { return value ? "true" : "false"; }
+
+}  // namespace
+
+std::string to_yaml(const JobSpec& s) {
+  std::ostringstream y;
+  y << "# Resolved job spec: every key with the value in effect, paths absolute.\n";
+  y << "name: " << quoted(s.name) << "\n";
+  y << "run_dir: " << quoted(s.run_dir.string()) << "\n";
+  y << "seed: " << s.seed << "\n";
+  y << "device: " << to_string(s.device) << "\n";
+
+  const ModelSpec& m = s.model;
+  y << "model:\n  type: " << m.type << "\n";
+  if (!m.preset.empty()) y << "  preset: " << m.preset << "\n";
+  y << "  vocab_size: " << m.vocab_size << "\n  seq_len: " << m.seq_len
+    << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
+    << "\n";
+
+  y << "data:\n  type: " << s.data.type << "\n";
+  if (!s.data.path.empty()) y << "  path: " << quoted(s.data.path.string()) << "\n";
+  y << "  val_fraction: " << format_real(s.data.val_fraction) << "\n";
+
+  const ParallelSpec& p = s.parallel;
+  y << "parallel:\n  dp: " << p.dp << "\n  tp: " << p.tp << "\n  pp: " << p.pp
+    << "\n  schedule: " << p.schedule << "\n  zero: " << p.zero << "\n";
+
+  const TrainingSpec& t = s.training;
+  y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size
+    << "\n  global_batch_size: " << t.global_batch_size
+    << "\n  grad_clip: " << format_real(t.grad_clip) << "\n  eval_every: " << t.eval_every
+    << "\n  eval_batches: " << t.eval_batches << "\n  threads: " << t.threads << "\n";
+
+  const OptimizerSpec& o = s.optimizer;
+  y << "optimizer:\n  type: " << o.type << "\n  lr: " << format_real(o.lr) << "\n  betas: ["
+    << format_real(o.beta1) << ", " << format_real(o.beta2) << "]\n  eps: " << format_real(o.eps)
+    << "\n  weight_decay: " << format_real(o.weight_decay) << "\n  warmup_steps: " << o.warmup_steps
+    << "\n  decay: " << o.decay << "\n  min_lr: " << format_real(o.min_lr) << "\n";
+
+  y << "precision:\n  compute: " << to_string(s.precision.compute) << "\n";
+
+  const CheckpointSpec& c = s.checkpoint;
+  y << "checkpoint:\n  every_steps: " << c.every_steps << "\n  keep_last: " << c.keep_last
+    << "\n  async: " << boolean(c.async) << "\n";
+
+  y << "logging:\n  every_steps: " << s.logging.every_steps << "\n";
+
+  const RuntimeSpec& r = s.runtime;
+  y << "runtime:\n  max_restarts: " << r.max_restarts
+    << "\n  comm_timeout_s: " << format_real(r.comm_timeout_s)
+    << "\n  comm_selftest: " << boolean(r.comm_selftest) << "\n";
+  return y.str();
+}
+
+}  // namespace trainctl::config

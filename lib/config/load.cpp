@@ -1,0 +1,86 @@
+#include "config/load.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "config/locations.h"
+#include "config/overrides.h"
+#include "config/sections.h"
+#include "config/validate.h"
+#include "util/error.h"
+
+namespace trainctl::config {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+YAML::Node parse_document(const std::string& yaml_text, const std::string& origin) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    const std::string where = e.mark.is_null() ? origin
+                                               : origin + ":" + std::to_string(e.mark.line + 1) +
+                                                     ":" + std::to_string(e.mark.column + 1);
+    throw InputError(where + ": invalid YAML: " + e.msg + ".");
+  }
+  if (documents.empty() || documents[0].IsNull()) {
+    throw InputError(origin + ": the job spec is empty; see configs/quickstart.yaml for a start.");
+  }
+  if (documents.size() > 1) {
+    throw InputError(origin + ": holds " + std::to_string(documents.size()) +
+                     " YAML documents (separated by `---`); a job spec is one.");
+  }
+  if (!documents[0].IsMap()) {
+    const YAML::Mark m = documents[0].Mark();
+    throw InputError(origin + ":" + std::to_string(m.line + 1) + ":" +
+                     std::to_string(m.column + 1) +
+                     ": the job spec must be a map of sections (`model:`, `training:`, ...).");
+  }
+  return documents[0];
+}
+
+fs::path resolve(const fs::path& path, const fs::path& base) {
+  return (path.is_absolute() ? path : base / path).lexically_normal();
+}
+
+}  // namespace
+
+JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
+                       const fs::path& base_dir, const std::vector<std::string>& overrides) {
+  detail::Locations locations(origin);
+  YAML::Node root = parse_document(yaml_text, origin);
+  detail::apply_overrides(root, overrides, locations);
+  JobSpec spec = detail::read_job_spec(root, locations);
+
+  const fs::path base = base_dir.empty() ? fs::current_path() : fs::absolute(base_dir);
+  const fs::path cwd = fs::current_path();
+  auto base_for = [&](const std::string& key) { return locations.from_override(key) ? cwd : base; };
+  if (!spec.data.path.empty()) spec.data.path = resolve(spec.data.path, base_for("data.path"));
+  spec.run_dir = spec.run_dir.empty() ? resolve(fs::path("runs") / spec.name, base)
+                                      : resolve(spec.run_dir, base_for("run_dir"));
+
+  detail::validate_job_spec(spec, locations);
+  return spec;
+}
+
+JobSpec load_job_spec(const fs::path& file, const std::vector<std::string>& overrides) {
+  const std::string origin = file.string();
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw InputError(origin + ": no such job spec file.");
+  if (fs::is_directory(file, ec))
+    throw InputError(origin + ": is a directory, not a job spec file.");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(origin + ": cannot be opened for reading (check its permissions).");
+  std::ostringstream text;
+  text << in.rdbuf();
+  JobSpec spec = parse_job_spec(text.str(), origin, file.parent_path(), overrides);
+  spec.spec_path = fs::absolute(file).lexically_normal();
+  return spec;
+}
+
+}  // namespace trainctl::config

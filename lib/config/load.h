@@ -1,0 +1,37 @@
+#pragma once
+// Reading a job spec: the only place YAML exists. Everything is checked here, before any
+// worker is spawned; every problem is an InputError (exit code 2 at the CLI) whose message
+// names the place (`job.yaml:7:7` or `--set parallel.tp=3`), the key path, what is wrong
+// and what would fix it:
+//   job.yaml:7:7: parallel.tp: must divide model.n_head (6); got 4. Use tp in {1, 2, 3, 6}.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.h"
+
+namespace trainctl::config {
+
+// Parses and validates the spec file, applying `overrides` ("key.path=value", the value read
+// as YAML: `optimizer.betas=[0.9,0.99]`) exactly as if they were in the file. Relative
+// `run_dir` and `data.path` in the file are resolved against the file's directory; in an
+// override, against the current directory (where the user typed them). `run_dir` defaults
+// to `runs/<name>` next to the spec. The result has absolute paths and spec_path set.
+JobSpec load_job_spec(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides = {});
+
+// The same for an in-memory document: `origin` names it in messages, `base_dir` resolves
+// its relative paths. spec_path is left empty.
+JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
+                       const std::filesystem::path& base_dir,
+                       const std::vector<std::string>& overrides = {});
+
+// The resolved spec as YAML: every key, defaults filled in, absolute paths (the launcher
+// writes it to run_dir/config.resolved.yaml). parse_job_spec(to_yaml(s), ...) == s.
+std::string to_yaml(const JobSpec& spec);
+
+// Human-readable lines for `trainctl validate`: layout, model size and parameter count,
+// batch arithmetic, tokens per step, pipeline bubble, a per-worker memory estimate.
+std::string summary(const JobSpec& spec);
+
+}  // namespace trainctl::config

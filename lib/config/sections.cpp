@@ -1,0 +1,155 @@
+#include "config/sections.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+#include "config/presets.h"
+#include "config/yaml_reader.h"
+
+namespace trainctl::config::detail {
+
+namespace {
+
+constexpr long long kMaxWorkersPerAxis = 4096;
+
+// The name becomes a directory (runs/<name>) and appears in file names and logs.
+void check_name(const MapReader& top, const std::string& name) {
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (!plain || name.front() == '.') {
+    top.fail_at("name",
+                "must be a plain name (letters, digits, '.', '_', '-'; not starting with "
+                "'.') because it names the run directory; got \"" +
+                    name + "\".");
+  }
+}
+
+void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
+  const MapReader r = top.section(
+      "model", {"type", "preset", "vocab_size", "seq_len", "n_layer", "n_head", "d_model"});
+  std::string preset;
+  r.read_choice("preset", preset, preset_names(),
+                {{"gpt2", "gpt2-124m"}, {"gpt2-small", "gpt2-124m"}, {"tiny", "gpt-tiny"}});
+  if (!preset.empty()) {
+    model = *find_preset(preset);
+    // Dimensions the preset supplies are blamed on the preset line in cross-field messages.
+    for (const char* dim : {"vocab_size", "seq_len", "n_layer", "n_head", "d_model"}) {
+      locations.remember(r.path_of(dim), r.where("preset"));
+    }
+  }
+  r.read_choice("type", model.type, {"gpt"});
+  r.read("vocab_size", model.vocab_size, {2, 1 << 24});
+  r.read("seq_len", model.seq_len, {1, 1 << 20});
+  r.read("n_layer", model.n_layer, {1, 1024});
+  r.read("n_head", model.n_head, {1, 1024});
+  r.read("d_model", model.d_model, {1, 1 << 16});
+}
+
+void read_data(const MapReader& top, DataSpec& data) {
+  const MapReader r = top.section("data", {"type", "path", "val_fraction"});
+  r.read_choice("type", data.type, {"synthetic", "text", "tokens"},
+                {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}});
+  r.read("path", data.path);
+  r.read("val_fraction", data.val_fraction, {0, false, 1, true});
+}
+
+void read_parallel(const MapReader& top, ParallelSpec& parallel) {
+  const MapReader r = top.section("parallel", {"dp", "tp", "pp", "schedule", "zero"});
+  r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
+  r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
+  r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
+  r.read_choice("schedule", parallel.schedule, {"gpipe", "1f1b"},
+                {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}});
+  r.read_choice("zero", parallel.zero, {0, 1, 2});
+}
+
+void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {
+  const MapReader r =
+      top.section("training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip",
+                               "eval_every", "eval_batches", "threads"});
+  r.read("steps", training.steps, {1});
+  r.read("micro_batch_size", training.micro_batch_size, {1, 1 << 20});
+  // Without an explicit global batch there is no accumulation: one micro-batch per DP rank.
+  const long long no_accumulation = 1LL * training.micro_batch_size * parallel.dp;
+  if (no_accumulation <= std::numeric_limits<int>::max()) {
+    training.global_batch_size = static_cast<int>(no_accumulation);
+  }
+  r.read("global_batch_size", training.global_batch_size, {1});
+  r.read("grad_clip", training.grad_clip, {0, false});
+  r.read("eval_every", training.eval_every, {0});
+  r.read("eval_batches", training.eval_batches, {0});
+  r.read("threads", training.threads, {1, 1024});
+}
+
+void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
+  const MapReader r = top.section("optimizer", {"type", "lr", "betas", "eps", "weight_decay",
+                                                "warmup_steps", "decay", "min_lr"});
+  r.read_choice("type", opt.type, {"adamw", "sgd"}, {{"adam", "adamw"}});
+  r.read("lr", opt.lr, {0, true});
+  r.read_pair("betas", opt.beta1, opt.beta2, {0, false, 1, true});
+  r.read("eps", opt.eps, {0, true});
+  r.read("weight_decay", opt.weight_decay, {0, false});
+  r.read("warmup_steps", opt.warmup_steps, {0});
+  r.read_choice("decay", opt.decay, {"cosine", "linear", "constant"},
+                {{"cos", "cosine"}, {"none", "constant"}, {"const", "constant"}});
+  r.read("min_lr", opt.min_lr, {0, false});
+}
+
+void read_precision(const MapReader& top, PrecisionSpec& precision) {
+  const MapReader r = top.section("precision", {"compute"});
+  std::string compute = to_string(precision.compute);
+  r.read_choice("compute", compute, {"fp32", "bf16", "fp16"},
+                {{"float32", "fp32"},
+                 {"float", "fp32"},
+                 {"bfloat16", "bf16"},
+                 {"float16", "fp16"},
+                 {"half", "fp16"}});
+  precision.compute = compute == "bf16"   ? DType::bf16
+                      : compute == "fp16" ? DType::fp16
+                                          : DType::fp32;
+}
+
+void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
+  const MapReader r = top.section("checkpoint", {"every_steps", "keep_last", "async"});
+  r.read("every_steps", checkpoint.every_steps, {0});
+  r.read("keep_last", checkpoint.keep_last, {1, 1000000});
+  r.read("async", checkpoint.async);
+}
+
+void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
+  const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest"});
+  r.read("max_restarts", runtime.max_restarts, {0, 1000});
+  r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true});
+  r.read("comm_selftest", runtime.comm_selftest);
+}
+
+}  // namespace
+
+JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
+  const MapReader top(root, "",
+                      {"name", "run_dir", "seed", "device", "model", "data", "parallel", "training",
+                       "optimizer", "precision", "checkpoint", "logging", "runtime"},
+                      locations);
+  JobSpec spec;
+  top.read("name", spec.name);
+  check_name(top, spec.name);
+  top.read("run_dir", spec.run_dir);
+  top.read("seed", spec.seed);
+  std::string device = to_string(spec.device);
+  top.read_choice("device", device, {"cpu", "cuda"}, {{"gpu", "cuda"}, {"nvidia", "cuda"}});
+  spec.device = device == "cuda" ? Device::cuda : Device::cpu;
+  read_model(top, locations, spec.model);
+  read_data(top, spec.data);
+  read_parallel(top, spec.parallel);
+  read_training(top, spec.parallel, spec.training);
+  read_optimizer(top, spec.optimizer);
+  read_precision(top, spec.precision);
+  read_checkpoint(top, spec.checkpoint);
+  top.section("logging", {"every_steps"}).read("every_steps", spec.logging.every_steps, {1});
+  read_runtime(top, spec.runtime);
+  return spec;
+}
+
+}  // namespace trainctl::config::detail

@@ -1,0 +1,109 @@
+// summary: what a job spec amounts to, for `trainctl validate`.
+#include <cstdio>
+#include <sstream>
+
+#include "config/load.h"
+#include "config/number_text.h"
+
+namespace trainctl::config {
+
+namespace {
+
+// GPT-2 parameter count (nanoGPT layout, lm_head tied to the token embedding): embeddings
+// V·C + T·C, per layer 12·C² + 13·C (qkv, proj, 4x MLP with biases, two LayerNorms), final LN.
+double parameter_count(const ModelSpec& m) {
+  const double c = m.d_model;
+  return static_cast<double>(m.vocab_size) * c + static_cast<double>(m.seq_len) * c +
+         m.n_layer * (12 * c * c + 13 * c) + 2 * c;
+}
+
+std::string human(double n) {
+  char text[32];
+  if (n >= 1e9) {
+    std::snprintf(text, sizeof text, "%.2fB", n / 1e9);
+  } else if (n >= 1e6) {
+    std::snprintf(text, sizeof text, "%.2fM", n / 1e6);
+  } else if (n >= 1e3) {
+    std::snprintf(text, sizeof text, "%.1fK", n / 1e3);
+  } else {
+    std::snprintf(text, sizeof text, "%.0f", n);
+  }
+  return text;
+}
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return text;
+}
+
+// fp32 master weights (4 B) + gradients (4 B) + AdamW moments (8 B; SGD keeps none), with
+// ZeRO-1 sharding the optimizer state and ZeRO-2 the gradients too over dp.
+double state_bytes_per_worker(const JobSpec& s) {
+  const double params = parameter_count(s.model) / (s.parallel.tp * s.parallel.pp);
+  const double dp = s.parallel.dp;
+  const double optimizer = s.optimizer.type == "adamw" ? 8 : 0;
+  const double grads = 4;
+  return params * (4 + (s.parallel.zero >= 2 ? grads / dp : grads) +
+                   (s.parallel.zero >= 1 ? optimizer / dp : optimizer));
+}
+
+}  // namespace
+
+std::string summary(const JobSpec& s) {
+  const ModelSpec& m = s.model;
+  const ParallelSpec& p = s.parallel;
+  const TrainingSpec& t = s.training;
+  const double params = parameter_count(m);
+  const long long tokens_per_step = 1LL * t.global_batch_size * m.seq_len;
+  // PaLM appendix B: 6N per token for the weights plus 12·L·C·T for attention.
+  const double flops_per_token = 6 * params + 12.0 * m.n_layer * m.d_model * m.seq_len;
+
+  std::ostringstream out;
+  out << "job:        " << s.name << (s.spec_path.empty() ? "" : "  (" + s.spec_path.string() + ")")
+      << "\n";
+  out << "run_dir:    " << s.run_dir.string() << "\n";
+  out << "workers:    " << s.world_size() << " on " << to_string(s.device) << " = dp " << p.dp
+      << " x tp " << p.tp << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads
+      << " compute thread" << (t.threads == 1 ? "" : "s") << " each)\n";
+  out << "model:      " << m.type << (m.preset.empty() ? "" : " " + m.preset) << ": " << m.n_layer
+      << " layers, " << m.n_head << " heads x " << m.d_model / m.n_head << ", d_model " << m.d_model
+      << ", seq_len " << m.seq_len << ", vocab " << m.vocab_size << "\n";
+  out << "parameters: " << human(params) << " (" << human(params / (p.tp * p.pp))
+      << " per worker), " << human(flops_per_token) << " FLOP per token (fwd+bwd)\n";
+  out << "batch:      " << t.global_batch_size << " sequences = micro " << t.micro_batch_size
+      << " x grad_accum " << s.grad_accum() << " x dp " << p.dp << "; " << tokens_per_step
+      << " tokens/step, " << human(static_cast<double>(tokens_per_step) * t.steps) << " tokens in "
+      << t.steps << " steps\n";
+  if (p.pp > 1) {
+    // Fill-and-drain bubble of GPipe and 1F1B: (pp - 1) / (micro-batches + pp - 1).
+    const int micro_batches = s.grad_accum();
+    const double bubble = static_cast<double>(p.pp - 1) / (micro_batches + p.pp - 1);
+    char text[16];
+    std::snprintf(text, sizeof text, "%.0f%%", bubble * 100);
+    out << "pipeline:   " << p.schedule << ", " << micro_batches << " micro-batches over " << p.pp
+        << " stages, bubble " << text << "\n";
+  }
+  out << "data:       " << s.data.type << (s.data.path.empty() ? "" : " " + s.data.path.string())
+      << ", " << detail::format_real(s.data.val_fraction * 100) << "% held out"
+      << (t.eval_every > 0 ? ", eval every " + std::to_string(t.eval_every) + " steps on " +
+                                 std::to_string(t.eval_batches) + " batches"
+                           : ", no eval")
+      << "\n";
+  const OptimizerSpec& o = s.optimizer;
+  out << "optimizer:  " << o.type << " lr " << detail::format_real(o.lr) << " -> "
+      << detail::format_real(o.min_lr) << " (" << o.decay << ", warmup " << o.warmup_steps
+      << "), weight_decay " << detail::format_real(o.weight_decay) << ", grad_clip "
+      << detail::format_real(t.grad_clip) << "\n";
+  out << "precision:  " << to_string(s.precision.compute) << " compute\n";
+  out << "memory:     ~" << mib(state_bytes_per_worker(s))
+      << " per worker for weights, gradients and optimizer state (activations not included)\n";
+  out << "checkpoint: "
+      << (s.checkpoint.every_steps > 0
+              ? "every " + std::to_string(s.checkpoint.every_steps) + " steps"
+              : std::string("at the end"))
+      << ", keep " << s.checkpoint.keep_last << (s.checkpoint.async ? ", async" : "") << "\n";
+  return out.str();
+}
+
+}  // namespace trainctl::config

@@ -1,0 +1,208 @@
+#include "config/validate.h"
+
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "config/number_text.h"
+#include "config/suggest.h"
+
+namespace trainctl::config::detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Rules report through this: "<where the key was given>: <key>: <problem>".
+class Checker {
+ public:
+  explicit Checker(const Locations& locations) : locations_(locations) {}
+  [[noreturn]] void fail(const std::string& key_path, const std::string& problem) const {
+    detail::fail(locations_.where(key_path), key_path, problem);
+  }
+
+ private:
+  const Locations& locations_;
+};
+
+// "{1, 2, 3, 6}" — the values that would satisfy a divisibility rule.
+std::string divisors_of(long long n) {
+  std::vector<std::string> found;
+  for (long long d = 1; d <= n; ++d) {
+    if (n % d == 0) found.push_back(std::to_string(d));
+  }
+  if (found.size() > 12) {
+    found.erase(found.begin() + 10, found.end() - 1);
+    found.insert(found.end() - 1, "...");
+  }
+  return "{" + join(found) + "}";
+}
+
+void check_model(const JobSpec& s, const Checker& c) {
+  const ModelSpec& m = s.model;
+  if (m.d_model % m.n_head != 0) {
+    c.fail("model.n_head", "must divide model.d_model (" + std::to_string(m.d_model) + "); got " +
+                               std::to_string(m.n_head) + ". Use n_head in " +
+                               divisors_of(m.d_model) + ".");
+  }
+}
+
+void check_parallel(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  const ModelSpec& m = s.model;
+  const long long world = 1LL * p.dp * p.tp * p.pp;
+  if (world > (1 << 20)) {
+    c.fail("parallel.dp", "dp × tp × pp = " + std::to_string(world) +
+                              " workers is more than trainctl supports (1048576).");
+  }
+  // Megatron splits heads, the vocabulary (embedding/logits) and the MLP's 4·d_model hidden
+  // units over tp ranks: each must divide evenly.
+  const long long usable_tp =
+      std::gcd(std::gcd<long long>(m.n_head, m.vocab_size), 4LL * m.d_model);
+  const std::string use = " Use tp in " + divisors_of(usable_tp) + ".";
+  if (m.n_head % p.tp != 0) {
+    c.fail("parallel.tp", "must divide model.n_head (" + std::to_string(m.n_head) + "); got " +
+                              std::to_string(p.tp) + "." + use);
+  }
+  if (m.vocab_size % p.tp != 0) {
+    const long long padded = (m.vocab_size + p.tp - 1) / p.tp * p.tp;
+    c.fail("parallel.tp", "must divide model.vocab_size (" + std::to_string(m.vocab_size) +
+                              "); got " + std::to_string(p.tp) +
+                              ". Pad model.vocab_size to a "
+                              "multiple of tp (e.g. " +
+                              std::to_string(padded) + "), or use tp in " + divisors_of(usable_tp) +
+                              ".");
+  }
+  if ((4LL * m.d_model) % p.tp != 0) {
+    c.fail("parallel.tp", "must divide the MLP width 4 × model.d_model (" +
+                              std::to_string(4LL * m.d_model) + "); got " + std::to_string(p.tp) +
+                              "." + use);
+  }
+  if (p.pp > m.n_layer) {
+    c.fail("parallel.pp", "must be <= model.n_layer (" + std::to_string(m.n_layer) +
+                              ") so that every pipeline stage holds at least one layer; got " +
+                              std::to_string(p.pp) + ".");
+  }
+}
+
+void check_batch(const JobSpec& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  const long long unit = 1LL * t.micro_batch_size * s.parallel.dp;
+  const std::string unit_text = "micro_batch_size × dp = " + std::to_string(t.micro_batch_size) +
+                                " × " + std::to_string(s.parallel.dp) + " = " +
+                                std::to_string(unit);
+  if (t.global_batch_size % unit == 0) return;
+  const long long below = t.global_batch_size / unit * unit;
+  const long long above = below + unit;
+  std::string use =
+      below > 0 ? std::to_string(below) + " or " + std::to_string(above) : std::to_string(above);
+  c.fail("training.global_batch_size", "must be a multiple of " + unit_text +
+                                           " (global batch = micro batch × grad_accum × dp); got " +
+                                           std::to_string(t.global_batch_size) + ". Use " + use +
+                                           ", or change micro_batch_size.");
+}
+
+void check_schedule(const JobSpec& s, const Checker& c) {
+  const TrainingSpec& t = s.training;
+  const OptimizerSpec& o = s.optimizer;
+  if (o.warmup_steps > t.steps) {
+    c.fail("optimizer.warmup_steps", "must be <= training.steps (" + std::to_string(t.steps) +
+                                         "); got " + std::to_string(o.warmup_steps) + ".");
+  }
+  if (o.min_lr > o.lr) {
+    c.fail("optimizer.min_lr", "must be <= optimizer.lr (" + format_real(o.lr) + "); got " +
+                                   format_real(o.min_lr) + ".");
+  }
+  if (t.eval_every > 0 && t.eval_batches < 1) {
+    c.fail("training.eval_batches", "must be >= 1 when training.eval_every is " +
+                                        std::to_string(t.eval_every) + "; got " +
+                                        std::to_string(t.eval_batches) + ". Or set eval_every: 0.");
+  }
+}
+
+void check_text_size(const JobSpec& s, const Checker& c, uintmax_t bytes) {
+  // Byte-level tokens: one sequence needs seq_len + 1 bytes (inputs plus shifted targets).
+  const uintmax_t needed = static_cast<uintmax_t>(s.model.seq_len) + 1;
+  const auto held_out = static_cast<uintmax_t>(static_cast<double>(bytes) * s.data.val_fraction);
+  if (bytes - held_out < needed) {
+    c.fail("data.path", s.data.path.string() + " has " + std::to_string(bytes) + " bytes, " +
+                            std::to_string(bytes - held_out) +
+                            " for training; one sequence needs model.seq_len + 1 = " +
+                            std::to_string(needed) + ".");
+  }
+  if (s.training.eval_every > 0 && held_out < needed) {
+    c.fail("data.val_fraction",
+           "holds out " + std::to_string(held_out) + " of " + std::to_string(bytes) +
+               " bytes for evaluation; one sequence needs model.seq_len + 1 = " +
+               std::to_string(needed) + ". Raise val_fraction or set training.eval_every: 0.");
+  }
+}
+
+void check_data(const JobSpec& s, const Checker& c) {
+  const DataSpec& d = s.data;
+  if (d.type == "synthetic") {
+    if (!d.path.empty()) {
+      c.fail("data.path",
+             "must not be given for data.type synthetic (its tokens are generated); "
+             "remove it, or set data.type to text or tokens.");
+    }
+    return;
+  }
+  if (d.path.empty()) {
+    c.fail("data.path", "is required for data.type " + d.type + "; add `path: <file>` under data.");
+  }
+  if (d.type == "text" && s.model.vocab_size < 256) {
+    c.fail("model.vocab_size", "must be >= 256 for data.type text (one token per byte); got " +
+                                   std::to_string(s.model.vocab_size) + ".");
+  }
+  if (d.type == "tokens" && s.model.vocab_size > 65536) {
+    c.fail("model.vocab_size",
+           "must be <= 65536 for data.type tokens (tokens are stored as "
+           "uint16); got " +
+               std::to_string(s.model.vocab_size) + ".");
+  }
+  if (s.training.eval_every > 0 && d.val_fraction == 0) {
+    c.fail("data.val_fraction", "must be > 0 when training.eval_every is " +
+                                    std::to_string(s.training.eval_every) +
+                                    " (evaluation needs held-out data); e.g. 0.05, or set "
+                                    "training.eval_every: 0.");
+  }
+  std::error_code ec;
+  const fs::file_status status = fs::status(d.path, ec);
+  if (!fs::exists(status)) {
+    c.fail("data.path", "no such file: " + d.path.string() +
+                            " (relative paths are resolved against the spec file's directory).");
+  }
+  if (d.type == "text") {
+    if (!fs::is_regular_file(status)) {
+      c.fail("data.path", d.path.string() + " is not a regular file; text data is one file.");
+    }
+    const uintmax_t bytes = fs::file_size(d.path, ec);
+    if (ec) c.fail("data.path", "cannot read the size of " + d.path.string() + ": " + ec.message());
+    check_text_size(s, c, bytes);
+  }
+}
+
+void check_run_dir(const JobSpec& s, const Checker& c) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(s.run_dir, ec);
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    c.fail("run_dir", s.run_dir.string() + " exists and is not a directory.");
+  }
+}
+
+}  // namespace
+
+void validate_job_spec(const JobSpec& spec, const Locations& locations) {
+  const Checker c(locations);
+  check_model(spec, c);
+  check_parallel(spec, c);
+  check_batch(spec, c);
+  check_schedule(spec, c);
+  check_data(spec, c);
+  check_run_dir(spec, c);
+}
+
+}  // namespace trainctl::config::detail
