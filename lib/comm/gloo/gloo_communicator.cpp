@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstring>
 #include <exception>
+#include <regex>
 #include <stdexcept>
 #include <utility>
 
@@ -34,13 +35,11 @@ void max_into(float* acc, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) acc[i] = acc[i] < x[i] ? x[i] : acc[i];
 }
 
-// Gloo prefixes messages with "[/path/file.cc:123] "; users need only the reason.
-std::string strip_source_location(const std::string& msg) {
-  if (!msg.empty() && msg.front() == '[') {
-    auto end = msg.find("] ");
-    if (end != std::string::npos) return msg.substr(end + 2);
-  }
-  return msg;
+// Gloo prefixes messages with "[./gloo/transport/tcp/pair.cc:598] "; users need only
+// the reason.
+std::string strip_source_location(std::string msg) {
+  static const std::regex location(R"(\[[^\]\[]*\.(cc|cpp|h):[0-9]+\] )");
+  return std::regex_replace(msg, location, "");
 }
 
 void wait_or_throw(bool completed, const char* what) {
@@ -86,13 +85,13 @@ GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::
 }
 
 template <class Body>
-void GlooCommunicator::guarded(const char* op, Body&& body) {
+void GlooCommunicator::guarded(const char* op, Body&& body, const std::string& detail) {
   try {
     body();
   } catch (const CommError&) {
     throw;
   } catch (const std::exception& e) {
-    throw CommError(std::string(op) + " on group " + name_ +
+    throw CommError(std::string(op) + detail + " on group " + name_ +
                     " failed: " + strip_source_location(e.what()));
   }
 }
@@ -213,22 +212,28 @@ void GlooCommunicator::broadcast(float* data, size_t count, int root) {
 void GlooCommunicator::send(const void* data, size_t bytes, int dst, uint32_t tag) {
   check_peer("send", dst);
   if (bytes == 0) return;
-  guarded("send", [&] {
-    // Gloo's buffer type is not const-aware; a send only reads the memory.
-    auto buf = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
-    buf->send(dst, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    wait_or_throw(buf->waitSend(options_.timeout), "send");
-  });
+  guarded(
+      "send",
+      [&] {
+        // Gloo's buffer type is not const-aware; a send only reads the memory.
+        auto buf = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+        buf->send(dst, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+        wait_or_throw(buf->waitSend(options_.timeout), "send");
+      },
+      " to rank " + std::to_string(dst));
 }
 
 void GlooCommunicator::recv(void* data, size_t bytes, int src, uint32_t tag) {
   check_peer("recv", src);
   if (bytes == 0) return;
-  guarded("recv", [&] {
-    auto buf = context_->createUnboundBuffer(data, bytes);
-    buf->recv(src, gloo::Slot::build(kPointToPointSlotPrefix, tag));
-    wait_or_throw(buf->waitRecv(options_.timeout), "recv");
-  });
+  guarded(
+      "recv",
+      [&] {
+        auto buf = context_->createUnboundBuffer(data, bytes);
+        buf->recv(src, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+        wait_or_throw(buf->waitRecv(options_.timeout), "recv");
+      },
+      " from rank " + std::to_string(src));
 }
 
 void GlooCommunicator::barrier() {

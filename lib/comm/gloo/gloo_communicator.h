@@ -45,10 +45,10 @@ class GlooCommunicator final : public Communicator {
   const GlooOptions& options() const { return options_; }
 
  private:
-  // Runs `body`, turning any Gloo or transport exception into CommError naming the
-  // group and `op`.
+  // Runs `body`, turning any Gloo or transport exception into CommError naming `op`
+  // (plus `detail`, e.g. " to rank 2") and the group.
   template <class Body>
-  void guarded(const char* op, Body&& body);
+  void guarded(const char* op, Body&& body, const std::string& detail = {});
   // First slot of a fresh range of `n` slots for one ring collective. All ranks call
   // collectives in the same order, so they agree on the slots.
   uint64_t take_slots(uint32_t n);

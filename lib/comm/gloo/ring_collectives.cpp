@@ -14,11 +14,18 @@ namespace {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-void wait_or_throw(bool completed, const char* what, int peer) {
-  if (!completed) {
-    throw gloo::IoException(std::string(what) +
-                            (peer >= 0 ? " with rank " + std::to_string(peer) : std::string()) +
-                            " was aborted");
+void wait_or_throw(bool completed, const char* what) {
+  if (!completed) throw gloo::IoException(std::string(what) + " was aborted");
+}
+
+// Runs `step`, prefixing a Gloo error with `what` ("receiving from rank 1"): Gloo's own
+// message names only the peer's socket address.
+template <class Step>
+void naming_peer(const std::string& what, Step&& step) {
+  try {
+    step();
+  } catch (const gloo::Exception& e) {
+    throw gloo::IoException(what + ": " + e.what());
   }
 }
 
@@ -27,19 +34,21 @@ void wait_or_throw(bool completed, const char* what, int peer) {
 // receiver has asked for it, so two ranks that both send first would wait forever.
 void exchange(gloo::Context& ctx, const void* send_ptr, size_t send_bytes, int dst, void* recv_ptr,
               size_t recv_bytes, int src, uint64_t slot, std::chrono::milliseconds timeout) {
+  const std::string from = "receiving from rank " + std::to_string(src);
+  const std::string to = "sending to rank " + std::to_string(dst);
   std::unique_ptr<gloo::transport::UnboundBuffer> rbuf;
   std::unique_ptr<gloo::transport::UnboundBuffer> sbuf;
   if (recv_bytes > 0) {
     rbuf = ctx.createUnboundBuffer(recv_ptr, recv_bytes);
-    rbuf->recv(src, slot);
+    naming_peer(from, [&] { rbuf->recv(src, slot); });
   }
   if (send_bytes > 0) {
     // Gloo's buffer type is not const-aware; a send only reads the memory.
     sbuf = ctx.createUnboundBuffer(const_cast<void*>(send_ptr), send_bytes);
-    sbuf->send(dst, slot);
+    naming_peer(to, [&] { sbuf->send(dst, slot); });
   }
-  if (rbuf) wait_or_throw(rbuf->waitRecv(timeout), "receive", src);
-  if (sbuf) wait_or_throw(sbuf->waitSend(timeout), "send", dst);
+  if (rbuf) naming_peer(from, [&] { wait_or_throw(rbuf->waitRecv(timeout), "receive"); });
+  if (sbuf) naming_peer(to, [&] { wait_or_throw(sbuf->waitSend(timeout), "send"); });
 }
 
 }  // namespace
@@ -125,15 +134,19 @@ void direct_allreduce(gloo::Context& ctx, float* data, size_t count, ReduceFn re
   std::memcpy(all.data() + static_cast<size_t>(r) * count, data, bytes);
   auto recv_buf = ctx.createUnboundBuffer(all.data(), all.size() * sizeof(float));
   auto send_buf = ctx.createUnboundBuffer(data, bytes);
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer == r) continue;
-    recv_buf->recv(peer, slot, static_cast<size_t>(peer) * bytes, bytes);
-  }
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer != r) send_buf->send(peer, slot);
-  }
-  for (int i = 0; i < p - 1; ++i) wait_or_throw(recv_buf->waitRecv(timeout), "receive", -1);
-  for (int i = 0; i < p - 1; ++i) wait_or_throw(send_buf->waitSend(timeout), "send", -1);
+  // Gloo does not say which peer failed; with two ranks there is only one.
+  naming_peer(
+      p == 2 ? "exchanging with rank " + std::to_string(1 - r) : "exchanging with the other ranks",
+      [&] {
+        for (int peer = 0; peer < p; ++peer) {
+          if (peer != r) recv_buf->recv(peer, slot, static_cast<size_t>(peer) * bytes, bytes);
+        }
+        for (int peer = 0; peer < p; ++peer) {
+          if (peer != r) send_buf->send(peer, slot);
+        }
+        for (int i = 0; i < p - 1; ++i) wait_or_throw(recv_buf->waitRecv(timeout), "receive");
+        for (int i = 0; i < p - 1; ++i) wait_or_throw(send_buf->waitSend(timeout), "send");
+      });
   std::memcpy(data, all.data(), bytes);
   for (int peer = 1; peer < p; ++peer) {
     reduce(data, all.data() + static_cast<size_t>(peer) * count, count);
