@@ -1,0 +1,126 @@
+#include "commands.h"
+
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <system_error>
+
+#include "config/load.h"
+#include "launch/launcher.h"
+#include "launch/rank_map.h"
+#include "util/error.h"
+#include "util/exit_codes.h"
+
+namespace trainctl::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+launch::LaunchOptions launch_options(const LaunchArgs& args, launch::WorkerMode mode) {
+  launch::LaunchOptions opt;
+  opt.mode = mode;
+  opt.cluster = launch::resolve_cluster(args.cluster, launch::process_env());
+  opt.token = args.token;
+  opt.node_addr = args.node_addr;
+  return opt;
+}
+
+}  // namespace
+
+int cmd_train(const LaunchArgs& args) {
+  config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
+  return launch::run_launcher(spec, launch_options(args, launch::WorkerMode::train));
+}
+
+int cmd_selftest(const LaunchArgs& args, int repeat) {
+  if (repeat < 1)
+    throw InputError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
+  config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
+  launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::selftest);
+  opt.worker_env.emplace_back("TRAINCTL_SELFTEST_REPEAT", std::to_string(repeat));
+  return launch::run_launcher(spec, opt);
+}
+
+int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
+                 const launch::ClusterFlags& cluster_flags) {
+  config::JobSpec spec = config::load_job_spec(job, overrides);
+  launch::ClusterPlacement cluster = launch::resolve_cluster(cluster_flags, launch::process_env());
+  comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  std::vector<launch::RankPlacement> map = launch::rank_map(layout, cluster.nnodes);
+  std::string out = config::summary(spec);
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += "\nrank map (" + std::to_string(cluster.nnodes) + " node(s), " +
+         std::to_string(launch::workers_per_node(layout.world_size(), cluster.nnodes)) +
+         " worker(s) per node):\n";
+  out += launch::format_rank_map(map);
+  out += "\nok: " + job.string() + " is valid\n";
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
+int cmd_bench_comm(const BenchCommArgs& args) {
+  if (args.world < 1) throw InputError("--world must be at least 1");
+  if (args.min_bytes == 0 || args.min_bytes > args.max_bytes) {
+    throw InputError("--min-bytes must be positive and at most --max-bytes");
+  }
+  if (args.iters < 1) throw InputError("--iters must be at least 1");
+
+  fs::path run_dir;
+  bool temporary = !args.run_dir.has_value();
+  if (temporary) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainctl-bench-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
+    }
+    run_dir = pattern;
+  } else {
+    run_dir = fs::absolute(*args.run_dir);
+  }
+  // A built-in job: just the layout (every rank in one data-parallel group).
+  std::string yaml = "name: bench-comm\nrun_dir: '" + run_dir.string() +
+                     "'\nparallel: {dp: " + std::to_string(args.world) +
+                     "}\nruntime: {comm_selftest: false}\n";
+  config::JobSpec spec = config::parse_job_spec(yaml, "<bench comm>", fs::current_path());
+
+  launch::LaunchOptions opt;
+  opt.mode = launch::WorkerMode::bench_comm;
+  opt.cluster = launch::resolve_cluster(
+      {.nnodes = 1, .node_rank = 0, .master_addr = "127.0.0.1", .master_port = 0},
+      launch::process_env());
+  opt.worker_env = {{"TRAINCTL_BENCH_MIN_BYTES", std::to_string(args.min_bytes)},
+                    {"TRAINCTL_BENCH_MAX_BYTES", std::to_string(args.max_bytes)},
+                    {"TRAINCTL_BENCH_ITERS", std::to_string(args.iters)}};
+  int code = launch::run_launcher(spec, opt);
+  if (temporary) {
+    if (code == kExitOk) {
+      std::error_code ec;
+      fs::remove_all(run_dir, ec);
+    } else {
+      spdlog::info("worker logs kept in {}", (run_dir / "logs").string());
+    }
+  }
+  return code;
+}
+
+std::string version_text() {
+  std::string build;
+#ifdef NDEBUG
+  build = "optimized";
+#else
+  build = "debug";
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+  build += ", AddressSanitizer";
+#endif
+#if defined(__clang__)
+  build += ", clang " __clang_version__;
+#elif defined(__GNUC__)
+  build += ", gcc " __VERSION__;
+#endif
+  return std::string("trainctl ") + TRAINCTL_VERSION + "\nbuild: " + build +
+         "; backends: cpu (OpenBLAS, Gloo)";
+}
+
+}  // namespace trainctl::app

@@ -1,0 +1,41 @@
+#pragma once
+// The subcommands behind the CLI (main.cpp parses the command line into these structs).
+// Each returns the process exit code (util/exit_codes.h) and lets InputError and
+// RendezvousError propagate: main.cpp maps them to exit codes 2 and 5.
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/cluster_env.h"
+
+namespace trainctl::app {
+
+// Flags shared by the commands that launch a job.
+struct LaunchArgs {
+  std::filesystem::path job;
+  std::vector<std::string> overrides;  // --set key=value
+  launch::ClusterFlags cluster;
+  std::optional<std::string> token;
+  std::optional<std::string> node_addr;
+};
+
+int cmd_train(const LaunchArgs& args);
+int cmd_selftest(const LaunchArgs& args, int repeat);
+int cmd_validate(const std::filesystem::path& job, const std::vector<std::string>& overrides,
+                 const launch::ClusterFlags& cluster);
+
+struct BenchCommArgs {
+  int world = 2;
+  size_t min_bytes = 4 * 1024;
+  size_t max_bytes = 64 * 1024 * 1024;
+  int iters = 5;
+  std::optional<std::filesystem::path> run_dir;  // unset: a temporary directory
+};
+int cmd_bench_comm(const BenchCommArgs& args);
+
+// "trainctl <version>" and a line about the build.
+std::string version_text();
+
+}  // namespace trainctl::app

@@ -1,0 +1,196 @@
+// The command line: parses arguments (CLI11; the only translation unit that includes it)
+// and maps errors to the documented exit codes. The work is in commands.cpp.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "util/error.h"
+#include "util/exit_codes.h"
+#include "util/log.h"
+#include "worker_main.h"
+
+namespace {
+
+using trainctl::app::LaunchArgs;
+
+constexpr const char* kExitCodes =
+    "Exit codes: 0 done, 1 internal error, 2 bad command line or job spec, 3 a worker failed,\n"
+    "4 preempted (SIGTERM/SIGINT/SIGUSR1), 5 workers could not connect (rendezvous).";
+
+constexpr const char* kClusterHelp =
+    "Multi-node: run one launcher per node with the same --nnodes, --master-addr and\n"
+    "--master-port, and --node-rank 0..N-1 (node 0 hosts the rendezvous store). Under Slurm\n"
+    "these come from SLURM_* (srun --ntasks-per-node=1 trainctl ...). Nodes share a job token:\n"
+    "--token/TRAINCTL_TOKEN, else node 0 writes run_dir/.rendezvous_token for the others.";
+
+// Flags that record whether they were given, for ClusterFlags' optionals.
+struct ClusterOptions {
+  int nnodes = 1, node_rank = 0, master_port = 0;
+  std::string master_addr, token, node_addr;
+  CLI::Option *nnodes_opt = nullptr, *node_rank_opt = nullptr, *master_port_opt = nullptr,
+              *master_addr_opt = nullptr, *token_opt = nullptr, *node_addr_opt = nullptr;
+
+  void add_to(CLI::App* cmd, bool with_rendezvous) {
+    nnodes_opt = cmd->add_option("--nnodes", nnodes, "Number of nodes (default: Slurm or 1)")
+                     ->check(CLI::PositiveNumber);
+    if (!with_rendezvous) return;
+    node_rank_opt = cmd->add_option("--node-rank", node_rank, "This node's rank, 0..nnodes-1")
+                        ->check(CLI::NonNegativeNumber);
+    master_addr_opt =
+        cmd->add_option("--master-addr", master_addr,
+                        "Node 0's address (default: Slurm's first node or 127.0.0.1)");
+    master_port_opt = cmd->add_option("--master-port", master_port,
+                                      "Port of node 0's rendezvous store (default: 29500 + "
+                                      "SLURM_JOB_ID % 1000, 29500; any free port on one node)")
+                          ->check(CLI::Range(0, 65535));
+    token_opt = cmd->add_option("--token", token, "Job token shared by all nodes")
+                    ->envname("TRAINCTL_TOKEN");
+    node_addr_opt = cmd->add_option("--node-addr", node_addr,
+                                    "This node's address as other nodes reach it (default: the "
+                                    "local address of the route to the master)");
+  }
+
+  trainctl::launch::ClusterFlags flags() const {
+    trainctl::launch::ClusterFlags f;
+    if (nnodes_opt && nnodes_opt->count()) f.nnodes = nnodes;
+    if (node_rank_opt && node_rank_opt->count()) f.node_rank = node_rank;
+    if (master_addr_opt && master_addr_opt->count()) f.master_addr = master_addr;
+    if (master_port_opt && master_port_opt->count()) f.master_port = master_port;
+    return f;
+  }
+
+  void fill(LaunchArgs& args) const {
+    args.cluster = flags();
+    // count() is 0 when the value came from TRAINCTL_TOKEN; the string is set either way.
+    if (!token.empty()) args.token = token;
+    if (node_addr_opt && node_addr_opt->count()) args.node_addr = node_addr;
+  }
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"trainctl: distributed training of GPT models from a YAML job spec"};
+  app.set_version_flag("--version", trainctl::app::version_text());
+  app.require_subcommand(1);
+  app.footer(std::string("Run `trainctl <command> --help` for a command's options.\n") +
+             kExitCodes);
+
+  LaunchArgs launch_args;
+  ClusterOptions cluster;
+  std::vector<std::string> overrides;
+  int repeat = 1;
+
+  auto add_job = [&](CLI::App* cmd) {
+    cmd->add_option("job", launch_args.job, "Job spec (YAML)")->required();
+    cmd->add_option("--set", overrides,
+                    "Override a spec value: key.path=value (repeatable), e.g. "
+                    "--set training.steps=50")
+        ->allow_extra_args(false);
+  };
+
+  CLI::App* train =
+      app.add_subcommand("train", "Train a model: launch the job's workers on this node");
+  add_job(train);
+  cluster.add_to(train, true);
+  train->footer(
+      std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
+                  "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
+      kClusterHelp + "\n\n" + kExitCodes);
+
+  CLI::App* selftest = app.add_subcommand(
+      "selftest", "Launch the job's layout and verify every group's collectives (no training)");
+  add_job(selftest);
+  cluster.add_to(selftest, true);
+  selftest->add_option("--repeat", repeat, "Run the self-test this many times (soak test)")
+      ->check(CLI::PositiveNumber);
+  selftest->footer(std::string("Checks a new cluster or node before a long job: every rank runs\n"
+                               "allreduce, reduce-scatter, allgather, broadcast, send/recv and\n"
+                               "barrier in the world, DP, TP and PP groups and compares exactly.\n"
+                               "Example:\n  trainctl selftest job.yaml --set parallel.dp=4\n\n") +
+                   kClusterHelp + "\n\n" + kExitCodes);
+
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Check a job spec and show the resolved setup and rank map (starts nothing)");
+  add_job(validate);
+  ClusterOptions validate_cluster;
+  validate_cluster.add_to(validate, false);
+  validate->footer(
+      "Example:\n  trainctl validate job.yaml --set parallel.tp=2 --nnodes 2\n\n"
+      "Prints the model and batch arithmetic, a memory estimate and which node, local slot\n"
+      "and (dp, tp, pp) coordinates each rank gets. Exit code 2 when the spec is invalid.");
+
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  trainctl::app::BenchCommArgs bench_args;
+  std::string device = "cpu";
+  std::string bench_run_dir;
+  CLI::App* bench_comm = bench->add_subcommand(
+      "comm", "Collective bandwidth (nccl-tests style) between workers on this node");
+  bench_comm->add_option("--world", bench_args.world, "Number of workers")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench_comm->add_option("--device", device, "Device backend")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu"}));
+  bench_comm->add_option("--min-bytes", bench_args.min_bytes, "Smallest message (e.g. 4K)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  bench_comm->add_option("--max-bytes", bench_args.max_bytes, "Largest message (e.g. 64M)")
+      ->capture_default_str()
+      ->transform(CLI::AsSizeValue(false));
+  bench_comm->add_option("--iters", bench_args.iters, "Timed iterations per size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench_comm->add_option("--run-dir", bench_run_dir,
+                         "Keep the run directory (worker logs) here; default: a temporary "
+                         "directory, removed after a successful run");
+  bench_comm->footer(
+      "Example:\n  trainctl bench comm --world 4 --min-bytes 1K --max-bytes 16M\n\n"
+      "Columns: message size, time per call (slowest rank's median), algorithm bandwidth\n"
+      "(size / time) and bus bandwidth (comparable across world sizes, as nccl-tests).");
+
+  CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
+  worker->group("");  // hidden: users never type it
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? trainctl::kExitOk : trainctl::kExitBadInput;
+  }
+
+  if (worker->parsed()) return trainctl::app::run_worker();
+
+  trainctl::log::init(-1, 0);
+  launch_args.overrides = overrides;
+  if (train->parsed() || selftest->parsed()) {
+    cluster.fill(launch_args);
+    return train->parsed() ? trainctl::app::cmd_train(launch_args)
+                           : trainctl::app::cmd_selftest(launch_args, repeat);
+  }
+  if (validate->parsed()) {
+    return trainctl::app::cmd_validate(launch_args.job, overrides, validate_cluster.flags());
+  }
+  if (bench_comm->parsed()) {
+    if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
+    return trainctl::app::cmd_bench_comm(bench_args);
+  }
+  return trainctl::kExitInternal;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const trainctl::InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return trainctl::kExitBadInput;
+  } catch (const trainctl::RendezvousError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return trainctl::kExitRendezvous;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return trainctl::kExitInternal;
+  }
+}

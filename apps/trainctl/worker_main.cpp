@@ -1,0 +1,155 @@
+#include "worker_main.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "comm/bench_comm.h"
+#include "comm/gloo/gloo_groups.h"
+#include "comm/self_test.h"
+#include "config/load.h"
+#include "launch/console.h"
+#include "launch/prefixed_store.h"
+#include "launch/tcp_store_client.h"
+#include "launch/worker_env.h"
+#include "launch/worker_signals.h"
+#include "train_mode.h"
+#include "util/error.h"
+#include "util/exit_codes.h"
+#include "util/log.h"
+
+namespace trainctl::app {
+namespace {
+
+// Optional numeric settings the launcher passes for some modes (selftest repeat count,
+// benchmark sizes); `fallback` when unset.
+long long env_number(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  long long value = 0;
+  auto [end, ec] = std::from_chars(v, v + std::strlen(v), value);
+  if (ec != std::errc() || *end != '\0' || value < 0) {
+    throw InputError(std::string("environment variable ") + name + "='" + v +
+                     "' is not a non-negative integer");
+  }
+  return value;
+}
+
+std::string describe_groups(const comm::ProcessGroups& g) {
+  std::string out;
+  for (const comm::Communicator* c : {g.world.get(), g.dp.get(), g.tp.get(), g.pp.get()}) {
+    if (!out.empty()) out += ", ";
+    out += c->name() + " (" + std::to_string(c->size()) + " ranks)";
+  }
+  return out;
+}
+
+int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
+  const long long repeat = std::max(1LL, env_number("TRAINCTL_SELFTEST_REPEAT", 1));
+  for (long long i = 1; i <= repeat; ++i) {
+    if (launch::stop_requested()) {
+      spdlog::warn("stopping after {} of {} self-test rounds: received signal {}", i - 1, repeat,
+                   launch::stop_signal());
+      return kExitPreempted;
+    }
+    comm::run_collective_self_test(groups);
+    spdlog::info("self-test round {}/{} passed: verified {}", i, repeat, describe_groups(groups));
+  }
+  launch::write_console(env.console_fd, "selftest passed: " + std::to_string(env.world_size) +
+                                            " ranks (dp " + std::to_string(groups.layout.dp) +
+                                            " x tp " + std::to_string(groups.layout.tp) + " x pp " +
+                                            std::to_string(groups.layout.pp) + "), " +
+                                            std::to_string(repeat) +
+                                            " round(s), every group's collectives verified\n");
+  return kExitOk;
+}
+
+int run_bench_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
+  comm::BenchOptions options;
+  options.min_bytes = static_cast<size_t>(
+      env_number("TRAINCTL_BENCH_MIN_BYTES", static_cast<long long>(options.min_bytes)));
+  options.max_bytes = static_cast<size_t>(
+      env_number("TRAINCTL_BENCH_MAX_BYTES", static_cast<long long>(options.max_bytes)));
+  options.iters = static_cast<int>(env_number("TRAINCTL_BENCH_ITERS", options.iters));
+  std::vector<comm::BenchRow> rows = comm::bench_collectives(*groups.world, options);
+  std::string table = comm::format_bench_table(rows);
+  spdlog::info("collective benchmark over {} ranks:\n{}", groups.world->size(), table);
+  launch::write_console(env.console_fd,
+                        "# trainctl bench comm: " + std::to_string(groups.world->size()) +
+                            " ranks, Gloo over TCP\n" + table);
+  return kExitOk;
+}
+
+int run_mode(const launch::WorkerEnv& env) {
+  config::JobSpec spec = config::load_job_spec(env.config, {});
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
+
+  launch::StoreClientOptions store_options;
+  store_options.connect_timeout = timeout;
+  store_options.timeout = timeout;
+  auto client = std::make_shared<launch::TcpStoreClient>(env.store_addr, env.store_port, env.token,
+                                                         store_options);
+  auto store = std::make_shared<launch::PrefixedStore>(
+      client, launch::attempt_prefix(env.restart) + "workers/");
+
+  comm::GlooOptions gloo_options;
+  gloo_options.timeout = timeout;
+  comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  comm::ProcessGroups groups =
+      comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);
+  spdlog::info("connected: {}", describe_groups(groups));
+
+  switch (env.mode) {
+    case launch::WorkerMode::selftest:
+      return run_selftest_mode(groups, env);
+    case launch::WorkerMode::bench_comm:
+      return run_bench_mode(groups, env);
+    case launch::WorkerMode::train:
+      if (spec.runtime.comm_selftest) {
+        comm::run_collective_self_test(groups);
+        spdlog::info("collective self-test passed: verified {}", describe_groups(groups));
+      }
+      return run_train_mode(spec, groups, env);
+  }
+  return kExitInternal;
+}
+
+}  // namespace
+
+int run_worker() {
+  launch::WorkerEnv env;
+  try {
+    env = launch::read_worker_env();
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return kExitBadInput;
+  }
+  log::init(env.rank, env.world_size);
+  launch::install_worker_signal_handlers();
+  spdlog::info("worker started: pid {}, node {}, local rank {}, mode {}, attempt {}", ::getpid(),
+               env.node_rank, env.local_rank, launch::to_string(env.mode), env.restart);
+  try {
+    int code = run_mode(env);
+    if (code == kExitOk) spdlog::info("worker finished");
+    return code;
+  } catch (const RendezvousError& e) {
+    spdlog::error("worker failed to connect: {}", e.what());
+    return kExitRendezvous;
+  } catch (const std::exception& e) {
+    if (launch::stop_requested()) {
+      // Peers that were stopped first make our collectives fail: a consequence of the
+      // stop, not a failure of its own.
+      spdlog::warn("stopped (signal {}) during: {}", launch::stop_signal(), e.what());
+      return kExitPreempted;
+    }
+    spdlog::error("worker failed: {}", e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace trainctl::app

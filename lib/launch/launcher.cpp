@@ -1,0 +1,483 @@
+#include "launch/launcher.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "config/load.h"
+#include "launch/job_token.h"
+#include "launch/launcher_signals.h"
+#include "launch/prefixed_store.h"
+#include "launch/rank_map.h"
+#include "launch/tcp_store_client.h"
+#include "launch/tcp_store_server.h"
+#include "launch/worker_process.h"
+#include "util/error.h"
+#include "util/exit_codes.h"
+
+namespace trainctl::launch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTick{200};       // supervision loop wake-up
+constexpr milliseconds kAbortPoll{500};  // how often other nodes' failures are checked
+constexpr size_t kLogTailLines = 20;
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string seconds_text(milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+// Written atomically so that a launcher on another node sharing run_dir never reads
+// half a file.
+void write_file_atomically(const fs::path& file, const std::string& text, int node_rank) {
+  fs::path tmp = file;
+  tmp += ".tmp." + std::to_string(node_rank) + "." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, file);
+}
+
+enum class Ending { success, failed, preempted, aborted_elsewhere, store_lost };
+
+struct AttemptResult {
+  Ending ending = Ending::success;
+  std::string reason;
+  int culprit_exit_code = 0;  // the failing worker's exit code (kExitRendezvous matters)
+};
+
+// One launcher's run: the state shared by the steps below.
+class Launcher {
+ public:
+  Launcher(const config::JobSpec& spec, const LaunchOptions& options, LauncherSignals& signals)
+      : spec_(spec),
+        opt_(options),
+        signals_(signals),
+        nnodes_(options.cluster.nnodes),
+        node_(options.cluster.node_rank),
+        per_node_(workers_per_node(spec.world_size(), nnodes_)),
+        rendezvous_timeout_(
+            milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0))) {}
+
+  // Whatever path leaves the launcher (an exception included), no worker outlives it.
+  ~Launcher() {
+    for (const auto& w : workers_) w.signal(SIGKILL);
+    for (auto& w : workers_) {
+      while (!w.poll()) std::this_thread::sleep_for(milliseconds(5));
+    }
+  }
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  int run();
+
+ private:
+  void prepare_run_dir();
+  // Returns false when a stop signal arrived first.
+  bool connect_store();
+  bool join_nodes(int attempt);
+  void start_workers(int attempt);
+  AttemptResult supervise(int attempt);
+  void stop_workers(milliseconds grace);
+  AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
+  bool wait_for_other_nodes(int attempt, AttemptResult& result);
+  void publish_abort(int attempt, const std::string& reason);
+  std::optional<std::string> abort_reason(int attempt);
+  int preempted_before_start(int sig);
+
+  const config::JobSpec& spec_;
+  const LaunchOptions& opt_;
+  LauncherSignals& signals_;
+  const int nnodes_;
+  const int node_;
+  const int per_node_;
+  const milliseconds rendezvous_timeout_;
+  std::string token_;
+  std::string node_addr_;
+  std::string store_addr_;  // as this node's workers reach it
+  std::unique_ptr<TcpStoreServer> server_;
+  std::shared_ptr<TcpStoreClient> store_;
+  std::vector<WorkerProcess> workers_;
+};
+
+void Launcher::prepare_run_dir() {
+  fs::create_directories(spec_.run_dir / "logs");
+  write_file_atomically(spec_.run_dir / "config.resolved.yaml", config::to_yaml(spec_), node_);
+}
+
+int Launcher::preempted_before_start(int sig) {
+  spdlog::warn("received {} before the workers started: stopping", signal_name(sig));
+  return kExitPreempted;
+}
+
+bool Launcher::connect_store() {
+  const ClusterPlacement& c = opt_.cluster;
+  StoreClientOptions client_options;
+  client_options.timeout = rendezvous_timeout_;
+  if (node_ == 0) {
+    token_ = opt_.token ? *opt_.token : generate_token();
+    write_token_file(token_file_path(spec_.run_dir), token_);
+    server_ = std::make_unique<TcpStoreServer>(token_, c.master_port);
+    store_addr_ = "127.0.0.1";
+    client_options.connect_timeout = std::chrono::seconds(10);
+    store_ = std::make_shared<TcpStoreClient>(store_addr_, server_->port(), token_, client_options);
+    if (nnodes_ > 1) {
+      spdlog::info("rendezvous store listening on port {} for {} nodes", server_->port(), nnodes_);
+    }
+    return true;
+  }
+
+  // Other nodes: node 0 may start later, and a token file in a reused run_dir may be
+  // the previous run's until node 0 replaces it, so keep trying until the deadline.
+  store_addr_ = c.master_addr;
+  const fs::path token_file = token_file_path(spec_.run_dir);
+  const auto deadline = Clock::now() + rendezvous_timeout_;
+  std::string last_error = "no token yet: neither --token/TRAINCTL_TOKEN nor " +
+                           token_file.string() + " (written by node 0)";
+  bool waiting_logged = false;
+  while (Clock::now() < deadline) {
+    std::optional<std::string> token = opt_.token ? opt_.token : read_token_file(token_file);
+    if (token) {
+      try {
+        client_options.connect_timeout = std::chrono::seconds(2);
+        store_ =
+            std::make_shared<TcpStoreClient>(c.master_addr, c.master_port, *token, client_options);
+        token_ = *token;
+        return true;
+      } catch (const TokenRejectedError& e) {
+        if (opt_.token) throw;  // the user's token is wrong: retrying will not help
+        last_error = e.what();
+      } catch (const RendezvousError& e) {
+        last_error = e.what();
+      }
+    }
+    if (!waiting_logged) {
+      spdlog::info("waiting for node 0's rendezvous store at {}:{} ({})", c.master_addr,
+                   c.master_port, opt_.token ? "token from --token" : "token from the run dir");
+      waiting_logged = true;
+    }
+    if (int sig = signals_.wait(milliseconds(500))) {
+      preempted_before_start(sig);
+      return false;
+    }
+  }
+  throw RendezvousError("could not join the job's rendezvous store at " + c.master_addr + ":" +
+                        std::to_string(c.master_port) + " within " +
+                        seconds_text(rendezvous_timeout_) + ": " + last_error);
+}
+
+bool Launcher::join_nodes(int attempt) {
+  const std::string prefix = attempt_prefix(attempt) + "launcher/";
+  store_->set_string(prefix + std::to_string(node_), node_addr_);
+  std::vector<std::string> keys;
+  for (int n = 0; n < nnodes_; ++n) keys.push_back(prefix + std::to_string(n));
+  const auto deadline = Clock::now() + rendezvous_timeout_;
+  while (!store_->check(keys)) {
+    if (Clock::now() >= deadline) {
+      std::string missing;
+      for (int n = 0; n < nnodes_; ++n) {
+        if (!store_->check({keys[static_cast<size_t>(n)]})) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+        }
+      }
+      throw RendezvousError(
+          "node(s) " + missing + " did not join within " + seconds_text(rendezvous_timeout_) +
+          ": start one launcher per node with the same --nnodes, --master-addr and "
+          "--master-port (under Slurm: srun --ntasks-per-node=1 trainctl ...)");
+    }
+    if (int sig = signals_.wait(kTick)) {
+      preempted_before_start(sig);
+      return false;
+    }
+  }
+  if (nnodes_ > 1) spdlog::info("all {} nodes joined (attempt {})", nnodes_, attempt);
+  return true;
+}
+
+void Launcher::start_workers(int attempt) {
+  const std::string exe = opt_.worker_exe.empty() ? self_exe() : opt_.worker_exe;
+  const int port = server_ ? server_->port() : opt_.cluster.master_port;
+  workers_.clear();
+  workers_.reserve(static_cast<size_t>(per_node_));
+  for (int local = 0; local < per_node_; ++local) {
+    WorkerEnv env;
+    env.rank = node_ * per_node_ + local;
+    env.local_rank = local;
+    env.world_size = spec_.world_size();
+    env.node_rank = node_;
+    env.nnodes = nnodes_;
+    env.store_addr = store_addr_;
+    env.store_port = port;
+    env.token = token_;
+    env.node_addr = node_addr_;
+    env.run_dir = spec_.run_dir;
+    env.config = spec_.run_dir / "config.resolved.yaml";
+    env.mode = opt_.mode;
+    env.restart = attempt;
+    env.console_fd = env.rank == 0 ? kConsoleFd : -1;
+
+    WorkerCommand cmd;
+    cmd.exe = exe;
+    cmd.args = {"worker"};
+    cmd.env = worker_env_vars(env);
+    cmd.env.insert(cmd.env.end(), opt_.worker_env.begin(), opt_.worker_env.end());
+    cmd.log_path = spec_.run_dir / "logs" / ("rank" + std::to_string(env.rank) + ".log");
+    cmd.console = env.rank == 0;
+    workers_.emplace_back(env.rank, cmd, signals_.original_mask());
+  }
+  spdlog::info("started {} worker(s) for ranks {}..{} (attempt {}); logs in {}", per_node_,
+               node_ * per_node_, node_ * per_node_ + per_node_ - 1, attempt,
+               (spec_.run_dir / "logs").string());
+}
+
+void Launcher::stop_workers(milliseconds grace) {
+  for (const auto& w : workers_) w.signal(SIGTERM);
+  const auto deadline = Clock::now() + grace;
+  auto any_running = [&] {
+    bool running = false;
+    for (auto& w : workers_) running = !w.poll() || running;
+    return running;
+  };
+  while (any_running() && Clock::now() < deadline) {
+    if (int sig = signals_.wait(milliseconds(50))) {
+      spdlog::warn("received {} again: killing the workers now", signal_name(sig));
+      break;
+    }
+  }
+  bool killed = false;
+  for (const auto& w : workers_) {
+    if (w.running()) {
+      w.signal(SIGKILL);
+      killed = true;
+    }
+  }
+  if (killed) spdlog::warn("workers still running after {}: sent SIGKILL", seconds_text(grace));
+  while (any_running()) std::this_thread::sleep_for(milliseconds(10));
+}
+
+// A worker stopped by SIGTERM/SIGINT (or exiting with kExitPreempted) was stopped from
+// outside the launcher, e.g. by Slurm signalling every process of the job.
+bool stopped_from_outside(const WorkerProcess& w) {
+  return w.exit_code() == kExitPreempted || w.term_signal() == SIGTERM || w.term_signal() == SIGINT;
+}
+
+AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ended) {
+  // The root cause is most likely a worker that died from a signal; the others of the
+  // same instant usually exit 1 because their peer vanished.
+  const WorkerProcess* culprit = nullptr;
+  for (const auto* w : ended) {
+    if (!stopped_from_outside(*w) && w->term_signal() != 0) {
+      culprit = w;
+      break;
+    }
+  }
+  for (const auto* w : ended) {
+    if (culprit == nullptr && !stopped_from_outside(*w)) culprit = w;
+  }
+  AttemptResult r;
+  if (culprit == nullptr) {
+    r.ending = Ending::preempted;
+    r.reason = "preempted: rank " + std::to_string(ended.front()->rank()) + " was stopped (" +
+               ended.front()->describe_exit() + ")";
+    return r;
+  }
+  r.ending = Ending::failed;
+  r.culprit_exit_code = culprit->exit_code();
+  r.reason = "rank " + std::to_string(culprit->rank()) + " on node " + std::to_string(node_) +
+             " failed: " + culprit->describe_exit();
+  const fs::path log = spec_.run_dir / "logs" / ("rank" + std::to_string(culprit->rank()) + ".log");
+  spdlog::error("{} (pid {})", r.reason, culprit->pid());
+  std::vector<std::string> tail = tail_lines(log, kLogTailLines);
+  std::string text = "last " + std::to_string(tail.size()) + " lines of " + log.string() + ":\n";
+  for (const auto& line : tail) text += "  | " + line + "\n";
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+  return r;
+}
+
+void Launcher::publish_abort(int attempt, const std::string& reason) {
+  if (nnodes_ == 1) return;
+  try {
+    store_->set_string(attempt_prefix(attempt) + kAbortKey,
+                       "node " + std::to_string(node_) + ": " + reason);
+  } catch (const RendezvousError& e) {
+    spdlog::warn("could not tell the other nodes to stop: {}", e.what());
+  }
+}
+
+std::optional<std::string> Launcher::abort_reason(int attempt) {
+  const std::string key = attempt_prefix(attempt) + kAbortKey;
+  if (!store_->check({key})) return std::nullopt;
+  return store_->get_string(key, std::chrono::seconds(5));
+}
+
+AttemptResult Launcher::supervise(int attempt) {
+  auto next_abort_poll = Clock::now() + kAbortPoll;
+  for (;;) {
+    std::vector<const WorkerProcess*> failed;
+    bool all_done = true;
+    for (auto& w : workers_) {
+      if (!w.poll()) {
+        all_done = false;
+      } else if (!w.succeeded()) {
+        failed.push_back(&w);
+      }
+    }
+    if (!failed.empty()) {
+      AttemptResult r = failure_of(failed);
+      publish_abort(attempt, r.reason);
+      if (r.ending == Ending::preempted) {
+        spdlog::warn("{}: stopping the other workers", r.reason);
+        stop_workers(opt_.preempt_grace);
+      } else {
+        stop_workers(opt_.failure_grace);
+      }
+      return r;
+    }
+    if (all_done) return {};
+
+    if (int sig = signals_.wait(kTick)) {
+      AttemptResult r{
+          Ending::preempted,
+          std::string("preempted: node ") + std::to_string(node_) + " received " + signal_name(sig),
+          0};
+      spdlog::warn("received {}: asking the workers to stop (SIGTERM; {} to finish)",
+                   signal_name(sig), seconds_text(opt_.preempt_grace));
+      publish_abort(attempt, r.reason);
+      stop_workers(opt_.preempt_grace);
+      return r;
+    }
+
+    if (nnodes_ > 1 && Clock::now() >= next_abort_poll) {
+      next_abort_poll = Clock::now() + kAbortPoll;
+      try {
+        if (auto reason = abort_reason(attempt)) {
+          spdlog::error("stopping this node's workers: the job stopped on {}", *reason);
+          stop_workers(opt_.failure_grace);
+          bool preempted = reason->find(": preempted") != std::string::npos;
+          return {preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason, 0};
+        }
+      } catch (const RendezvousError& e) {
+        spdlog::error("lost the rendezvous store ({}): stopping this node's workers", e.what());
+        stop_workers(opt_.failure_grace);
+        return {Ending::store_lost, e.what(), 0};
+      }
+    }
+  }
+}
+
+// After this node's workers all succeeded. Other nodes leave at once; node 0 keeps the
+// store up until every node reported success (or one failed), so no node loses the
+// store while its workers are still finishing.
+bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
+  if (nnodes_ == 1) return true;
+  const std::string done_key = attempt_prefix(attempt) + "job/nodes_done";
+  try {
+    int64_t done = store_->add(done_key, 1);
+    if (node_ != 0) return true;
+    const auto deadline = Clock::now() + rendezvous_timeout_;
+    while (done < nnodes_) {
+      if (auto reason = abort_reason(attempt)) {
+        result = {Ending::aborted_elsewhere, *reason, 0};
+        return false;
+      }
+      if (Clock::now() >= deadline) {
+        result = {Ending::failed,
+                  "only " + std::to_string(done) + " of " + std::to_string(nnodes_) +
+                      " nodes finished within " + seconds_text(rendezvous_timeout_),
+                  0};
+        return false;
+      }
+      if (int sig = signals_.wait(kTick)) {
+        result = {Ending::preempted, std::string("received ") + signal_name(sig), 0};
+        return false;
+      }
+      done = store_->add(done_key, 0);
+    }
+  } catch (const RendezvousError& e) {
+    result = {Ending::store_lost, e.what(), 0};
+    return false;
+  }
+  return true;
+}
+
+int Launcher::run() {
+  prepare_run_dir();
+  if (opt_.node_addr) {
+    node_addr_ = *opt_.node_addr;
+  } else if (nnodes_ == 1) {
+    node_addr_ = "127.0.0.1";
+  } else {
+    node_addr_ = local_address_towards(opt_.cluster.master_addr, opt_.cluster.master_port);
+  }
+  spdlog::info(
+      "job '{}': world size {} (dp {} x tp {} x pp {}), node {} of {} runs {} worker(s); "
+      "run dir {}",
+      spec_.name, spec_.world_size(), spec_.parallel.dp, spec_.parallel.tp, spec_.parallel.pp,
+      node_, nnodes_, per_node_, spec_.run_dir.string());
+  if (!connect_store()) return kExitPreempted;
+
+  const int max_restarts = std::max(0, spec_.runtime.max_restarts);
+  for (int attempt = 0;; ++attempt) {
+    if (!join_nodes(attempt)) return kExitPreempted;
+    start_workers(attempt);
+    AttemptResult r = supervise(attempt);
+    if (r.ending == Ending::success && wait_for_other_nodes(attempt, r)) {
+      spdlog::info("all workers finished");
+      return kExitOk;
+    }
+    switch (r.ending) {
+      case Ending::success:
+        break;  // unreachable: wait_for_other_nodes changed the result
+      case Ending::preempted:
+        spdlog::warn("stopped ({}): exit code {} (preempted)", r.reason, int{kExitPreempted});
+        return kExitPreempted;
+      case Ending::store_lost:
+        spdlog::error("node 0's launcher is gone; the job cannot continue on this node");
+        return kExitWorkerFailed;
+      case Ending::failed:
+      case Ending::aborted_elsewhere:
+        if (attempt < max_restarts) {
+          spdlog::warn("restarting all workers (restart {} of {})", attempt + 1, max_restarts);
+          continue;
+        }
+        if (node_ == 0 && nnodes_ > 1) {
+          // Give the other nodes' launchers a poll interval to read the reason before the
+          // store closes with this process.
+          std::this_thread::sleep_for(kAbortPoll * 2);
+        }
+        if (r.culprit_exit_code == kExitRendezvous) return kExitRendezvous;
+        return kExitWorkerFailed;
+    }
+  }
+}
+
+}  // namespace
+
+int run_launcher(const config::JobSpec& spec, const LaunchOptions& options) {
+  LauncherSignals signals;
+  Launcher launcher(spec, options, signals);
+  return launcher.run();
+}
+
+}  // namespace trainctl::launch

@@ -1,0 +1,57 @@
+#pragma once
+// The launcher: one per node. It prepares the run directory, hosts (node 0) or joins the
+// rendezvous store, starts one worker process per local slot, supervises them and turns
+// what happened into an exit code (util/exit_codes.h):
+//   kExitOk            every worker on every node finished
+//   kExitWorkerFailed  a worker exited non-zero or died from a signal (here or on another
+//                      node), after max_restarts restarts; the failing rank, how it ended
+//                      and the tail of its log are printed
+//   kExitPreempted     SIGINT, SIGTERM or SIGUSR1 reached the launcher (or a worker was
+//                      stopped from outside): workers got SIGTERM and time to finish
+//   kExitRendezvous    a worker could not connect (it exited with that code)
+// Bad input (layout not divisible by the node count) raises InputError and a store that
+// cannot be reached or joined raises RendezvousError, both before any worker starts.
+//
+// Workers never outlive the launcher: they are stopped on every path out of
+// run_launcher, and PR_SET_PDEATHSIG kills them if the launcher itself is killed.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/job_spec.h"
+#include "launch/cluster_env.h"
+#include "launch/worker_env.h"
+
+namespace trainctl::launch {
+
+struct LaunchOptions {
+  WorkerMode mode = WorkerMode::train;
+  ClusterPlacement cluster;
+  // The job token (--token or TRAINCTL_TOKEN). Unset: node 0 generates one and writes it
+  // to run_dir/.rendezvous_token; other nodes wait for that file.
+  std::optional<std::string> token;
+  // This node's address as other nodes reach it (--node-addr). Unset: 127.0.0.1 on a
+  // single node, else the local address of the route to the master.
+  std::optional<std::string> node_addr;
+  // Extra variables for every worker (TRAINCTL_SELFTEST_REPEAT, bench options, ...).
+  std::vector<std::pair<std::string, std::string>> worker_env;
+  // The worker program; empty: this executable, run as `<exe> worker`.
+  std::string worker_exe;
+  // After a failure, how long the other workers get between SIGTERM and SIGKILL.
+  std::chrono::milliseconds failure_grace{std::chrono::seconds(3)};
+  // After a stop signal, how long workers get to finish (e.g. write a checkpoint). A
+  // second signal kills them at once.
+  std::chrono::milliseconds preempt_grace{std::chrono::seconds(30)};
+};
+
+// Blocks until the job ends on this node. Call from the main thread of a process that
+// has started no other threads (the signal mask is inherited by threads).
+int run_launcher(const config::JobSpec& spec, const LaunchOptions& options);
+
+// The key (under the attempt prefix) a launcher sets, with the reason as value, when the
+// job must stop on every node; values starting with "preempted" mean a stop signal.
+inline constexpr const char* kAbortKey = "job/abort";
+
+}  // namespace trainctl::launch
