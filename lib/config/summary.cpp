@@ -31,6 +31,12 @@ std::string human(double n) {
   return text;
 }
 
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g%%", fraction * 100);
+  return text;
+}
+
 std::string mib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
@@ -79,13 +85,11 @@ std::string summary(const JobSpec& s) {
     // Fill-and-drain bubble of GPipe and 1F1B: (pp - 1) / (micro-batches + pp - 1).
     const int micro_batches = s.grad_accum();
     const double bubble = static_cast<double>(p.pp - 1) / (micro_batches + p.pp - 1);
-    char text[16];
-    std::snprintf(text, sizeof text, "%.0f%%", bubble * 100);
     out << "pipeline:   " << p.schedule << ", " << micro_batches << " micro-batches over " << p.pp
-        << " stages, bubble " << text << "\n";
+        << " stages, bubble " << percent(bubble) << "\n";
   }
   out << "data:       " << s.data.type << (s.data.path.empty() ? "" : " " + s.data.path.string())
-      << ", " << detail::format_real(s.data.val_fraction * 100) << "% held out"
+      << ", " << percent(s.data.val_fraction) << " held out"
       << (t.eval_every > 0 ? ", eval every " + std::to_string(t.eval_every) + " steps on " +
                                  std::to_string(t.eval_batches) + " batches"
                            : ", no eval")

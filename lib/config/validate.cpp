@@ -1,6 +1,8 @@
 #include "config/validate.h"
 
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <system_error>
@@ -93,6 +95,13 @@ void check_batch(const JobSpec& s, const Checker& c) {
   const std::string unit_text = "micro_batch_size × dp = " + std::to_string(t.micro_batch_size) +
                                 " × " + std::to_string(s.parallel.dp) + " = " +
                                 std::to_string(unit);
+  // Token counts of a micro-batch are 32-bit in the engine's buffers.
+  const long long micro_tokens = 1LL * t.micro_batch_size * s.model.seq_len;
+  if (micro_tokens > std::numeric_limits<int32_t>::max()) {
+    c.fail("training.micro_batch_size",
+           "micro_batch_size × model.seq_len = " + std::to_string(micro_tokens) +
+               " tokens is too many for one micro-batch (at most 2^31 - 1); use a smaller one.");
+  }
   if (t.global_batch_size % unit == 0) return;
   const long long below = t.global_batch_size / unit * unit;
   const long long above = below + unit;

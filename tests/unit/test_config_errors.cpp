@@ -235,6 +235,10 @@ training:
 )",
                 "job.yaml:5:22:", "training.global_batch_size",
                 {"multiple of micro_batch_size × dp = 8 × 2 = 16", "Use 48 or 64"});
+  require_error(R"(model: {seq_len: 4096}
+training: {micro_batch_size: 1048576}
+)",
+                "job.yaml:2:30:", "training.micro_batch_size", {"too many for one micro-batch"});
   require_error(R"(training:
   steps: 100
 optimizer:
