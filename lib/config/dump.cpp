@@ -18,7 +18,7 @@ std::string quoted(const std::string& text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // not printable in YAML
       char escape[8];
       std::snprintf(escape, sizeof escape, "\\x%02x", static_cast<unsigned>(c));
       out += escape;

@@ -184,6 +184,9 @@ TEST_CASE("config: relative paths resolve against the spec's directory", "[confi
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).rfind((dir.path() / "specs/bad.yaml").string() + ":3:16:", 0) == 0);
   }
+  CHECK_THROWS_WITH(
+      trainctl::config::load_job_spec(dir.path() / "specs/job.yaml", {"parallel.pp=9"}),
+      Catch::StartsWith("--set parallel.pp=9: parallel.pp: must be <= model.n_layer"));
   CHECK_THROWS_AS(trainctl::config::load_job_spec(dir.path() / "nope.yaml"), InputError);
   CHECK_THROWS_AS(trainctl::config::load_job_spec(dir.path()), InputError);
 }
