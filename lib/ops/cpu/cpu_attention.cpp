@@ -35,14 +35,9 @@ void check_shape(int T, int C, int NH) {
 // Turns row i of the scaled scores s[n, L] (query t = q0 + i sees keys 0..t) into
 // probabilities in place; masked entries become exactly 0. Returns the row's log-sum-exp.
 float softmax_causal_row(float* s, int valid, int L) {
-  float mx = s[0];
-  for (int j = 1; j < valid; ++j) mx = s[j] > mx ? s[j] : mx;
-  float sum = 0.0f;
-  for (int j = 0; j < valid; ++j) {
-    const float p = fast_exp(s[j] - mx);
-    s[j] = p;
-    sum += p;
-  }
+  const float mx = max_of(s, valid);
+  for (int j = 0; j < valid; ++j) s[j] = fast_exp(s[j] - mx);  // vectorises: no reduction
+  const float sum = sum_of(s, valid);
   const float inv = 1.0f / sum;
   for (int j = 0; j < valid; ++j) s[j] *= inv;
   for (int j = valid; j < L; ++j) s[j] = 0.0f;
@@ -128,8 +123,7 @@ void CpuBackend::attention_backward(float* dqkv, const float* dout, const float*
         for (int i = 0; i < n; ++i) {
           const float* dor = do_blk + int64_t{i} * C;
           const float* orow = o_blk + int64_t{i} * C;
-          float d = 0.0f;
-          for (int c = 0; c < hs; ++c) d += dor[c] * orow[c];
+          const float d = dot_of(dor, orow, hs);
           const float* pr = p + int64_t{i} * L;
           float* ds = dp + int64_t{i} * L;
           for (int j = 0; j < L; ++j) ds[j] = pr[j] * (ds[j] - d);

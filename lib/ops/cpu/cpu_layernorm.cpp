@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/vec_math.h"
 
 namespace trainctl::ops::cpu {
 
@@ -19,15 +20,8 @@ void CpuBackend::layernorm_forward(float* out, float* mean, float* rstd, const f
     for (int64_t r = r0; r < r1; ++r) {
       const float* x = inp + r * C;
       float* o = out + r * C;
-      float sum = 0.0f;
-      for (int i = 0; i < C; ++i) sum += x[i];
-      const float m = sum / static_cast<float>(C);
-      float sq = 0.0f;
-      for (int i = 0; i < C; ++i) {
-        const float d = x[i] - m;
-        sq += d * d;
-      }
-      const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kLayerNormEps);
+      const float m = sum_of(x, C) / static_cast<float>(C);
+      const float s = 1.0f / std::sqrt(sum_sq_dev(x, m, C) / static_cast<float>(C) + kLayerNormEps);
       for (int i = 0; i < C; ++i) o[i] = (x[i] - m) * s * weight[i] + bias[i];
       mean[r] = m;
       rstd[r] = s;
@@ -53,19 +47,33 @@ void CpuBackend::layernorm_backward(float* dinp, float* dweight, float* dbias, c
       const float m = mean[r];
       const float s = rstd[r];
       // dnorm = g * w; dx = s * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
-      float sum_dnorm = 0.0f;
-      float sum_dnorm_xhat = 0.0f;
-      for (int i = 0; i < C; ++i) {
+      // Lane accumulators (see vec_math.h) so this loop vectorises.
+      float lane_dnorm[kLanes] = {};
+      float lane_dnorm_xhat[kLanes] = {};
+      int i = 0;
+      for (; i + kLanes <= C; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) {
+          const float xhat = (x[i + k] - m) * s;
+          const float dnorm = g[i + k] * weight[i + k];
+          lane_dnorm[k] += dnorm;
+          lane_dnorm_xhat[k] += dnorm * xhat;
+          dw[i + k] += g[i + k] * xhat;
+          db[i + k] += g[i + k];
+        }
+      }
+      for (; i < C; ++i) {
         const float xhat = (x[i] - m) * s;
         const float dnorm = g[i] * weight[i];
-        sum_dnorm += dnorm;
-        sum_dnorm_xhat += dnorm * xhat;
+        lane_dnorm[i % kLanes] += dnorm;
+        lane_dnorm_xhat[i % kLanes] += dnorm * xhat;
         dw[i] += g[i] * xhat;
         db[i] += g[i];
       }
+      const float sum_dnorm = reduce_lanes(lane_dnorm);
+      const float sum_dnorm_xhat = reduce_lanes(lane_dnorm_xhat);
       const float mean_dnorm = sum_dnorm / static_cast<float>(C);
       const float mean_dnorm_xhat = sum_dnorm_xhat / static_cast<float>(C);
-      for (int i = 0; i < C; ++i) {
+      for (i = 0; i < C; ++i) {
         const float xhat = (x[i] - m) * s;
         dx[i] = s * (g[i] * weight[i] - mean_dnorm - xhat * mean_dnorm_xhat);
       }

@@ -66,14 +66,9 @@ void CpuBackend::lm_head_cross_entropy(float* losses, float* dx, float* dwte, co
           continue;
         }
         const float target_logit = l[target];
-        float mx = l[0];
-        for (int j = 1; j < V; ++j) mx = l[j] > mx ? l[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < V; ++j) {
-          const float e = fast_exp(l[j] - mx);
-          l[j] = e;
-          sum += e;
-        }
+        const float mx = max_of(l, V);
+        for (int j = 0; j < V; ++j) l[j] = fast_exp(l[j] - mx);  // vectorises: no reduction
+        const float sum = sum_of(l, V);
         losses[r0 + i] = mx + std::log(sum) - target_logit;
         if (backward) {
           // dlogits = dloss * (softmax - onehot), in place

@@ -34,3 +34,68 @@ inline float fast_exp(float x) {
 }
 
 }  // namespace trainctl::ops::cpu
+
+namespace trainctl::ops::cpu {
+
+// Reductions with kLanes independent partial sums: float addition is not associative, so
+// a plain `s += x[i]` loop stays scalar; a fixed lane array vectorises under -O3 and the
+// result does not depend on the thread count or on alignment.
+inline constexpr int kLanes = 16;
+
+inline float reduce_lanes(const float* lanes) {
+  float s = 0.0f;
+  for (int k = 0; k < kLanes; ++k) s += lanes[k];
+  return s;
+}
+
+inline float sum_of(const float* x, int n) {
+  float lanes[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] += x[i + k];
+  }
+  for (; i < n; ++i) lanes[i % kLanes] += x[i];
+  return reduce_lanes(lanes);
+}
+
+// sum (x[i] - c)^2
+inline float sum_sq_dev(const float* x, float c, int n) {
+  float lanes[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const float d = x[i + k] - c;
+      lanes[k] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const float d = x[i] - c;
+    lanes[i % kLanes] += d * d;
+  }
+  return reduce_lanes(lanes);
+}
+
+inline float dot_of(const float* a, const float* b, int n) {
+  float lanes[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] += a[i + k] * b[i + k];
+  }
+  for (; i < n; ++i) lanes[i % kLanes] += a[i] * b[i];
+  return reduce_lanes(lanes);
+}
+
+inline float max_of(const float* x, int n) {
+  float lanes[kLanes];
+  for (int k = 0; k < kLanes; ++k) lanes[k] = x[0];
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
+  }
+  for (; i < n; ++i) lanes[i % kLanes] = x[i] > lanes[i % kLanes] ? x[i] : lanes[i % kLanes];
+  float m = lanes[0];
+  for (int k = 1; k < kLanes; ++k) m = lanes[k] > m ? lanes[k] : m;
+  return m;
+}
+
+}  // namespace trainctl::ops::cpu
