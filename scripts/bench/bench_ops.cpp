@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -33,21 +34,45 @@ struct Options {
   double min_ms = 300.0;
 };
 
-// Median milliseconds per call of fn, sampled for at least min_ms after one warm-up call.
-double median_ms(const std::function<void()>& fn, double min_ms) {
+// Wall-clock and process-CPU milliseconds of one op (or a sum of ops).
+struct Timing {
+  double ms = 0.0;
+  double cpu_ms = 0.0;
+  Timing& operator+=(const Timing& o) {
+    ms += o.ms;
+    cpu_ms += o.cpu_ms;
+    return *this;
+  }
+};
+Timing operator+(Timing a, const Timing& b) { return a += b; }
+Timing operator*(double k, const Timing& a) { return {k * a.ms, k * a.cpu_ms}; }
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+// Median milliseconds per call of fn (wall clock and process CPU time), sampled for at
+// least min_ms after one warm-up call. On a shared machine
+// the CPU time of a 1-thread run is what the op costs when it has a core to itself.
+Timing median_ms(const std::function<void()>& fn, double min_ms) {
   using clock = std::chrono::steady_clock;
   fn();
-  std::vector<double> samples;
+  std::vector<double> samples, cpu;
   const auto start = clock::now();
   while (samples.size() < 5 ||
          std::chrono::duration<double, std::milli>(clock::now() - start).count() < min_ms) {
+    const double c0 = process_cpu_ms();
     const auto t0 = clock::now();
     fn();
     samples.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    cpu.push_back(process_cpu_ms() - c0);
     if (samples.size() >= 2000) break;
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  std::nth_element(cpu.begin(), cpu.begin() + cpu.size() / 2, cpu.end());
+  return {samples[samples.size() / 2], cpu[cpu.size() / 2]};
 }
 
 // "N2048": built by appending (operator+ on a literal trips GCC 12's -Wrestrict bug).
@@ -65,12 +90,16 @@ std::vector<float> randoms(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-void emit(const std::string& op, const std::string& shape, int threads, double ms, double flops,
-          double bytes) {
-  std::printf("{\"op\": \"%s\", \"shape\": \"%s\", \"threads\": %d, \"ms\": %.4f", op.c_str(),
-              shape.c_str(), threads, ms);
-  if (flops > 0) std::printf(", \"gflops\": %.2f", flops / ms * 1e-6);
-  if (bytes > 0) std::printf(", \"gbps\": %.2f", bytes / ms * 1e-6);
+// GFLOP/s and GB/s come from wall time; with one thread, *_cpu rates come from CPU time
+// (what the op achieves with a core to itself, when other processes share the machine).
+void emit(const std::string& op, const std::string& shape, int threads, const Timing& t,
+          double flops, double bytes) {
+  std::printf(R"({"op": "%s", "shape": "%s", "threads": %d, "ms": %.4f, "cpu_ms": %.4f)",
+              op.c_str(), shape.c_str(), threads, t.ms, t.cpu_ms);
+  if (flops > 0) std::printf(", \"gflops\": %.2f", flops / t.ms * 1e-6);
+  if (bytes > 0) std::printf(", \"gbps\": %.2f", bytes / t.ms * 1e-6);
+  if (threads == 1 && flops > 0) std::printf(", \"gflops_cpu\": %.2f", flops / t.cpu_ms * 1e-6);
+  if (threads == 1 && bytes > 0) std::printf(", \"gbps_cpu\": %.2f", bytes / t.cpu_ms * 1e-6);
   std::printf("}\n");
   std::fflush(stdout);
 }
@@ -79,13 +108,13 @@ void bench_ceilings(Backend& be, int threads, const Options& opt) {
   const int n = 1024;
   auto a = randoms(size_t{1} << 20, 1), b = randoms(size_t{1} << 20, 2);
   std::vector<float> c(size_t{1} << 20);
-  const double ms = median_ms(
+  const Timing ms = median_ms(
       [&] { be.gemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); },
       opt.min_ms);
   emit("sgemm_ceiling", "1024x1024x1024", threads, ms, 2.0 * n * n * n, 0);
   const size_t words = size_t{16} << 20;  // 64 MiB, far beyond L3
   std::vector<float> src = randoms(words, 3), dst(words);
-  const double cms = median_ms([&] { be.copy(dst.data(), src.data(), words); }, opt.min_ms);
+  const Timing cms = median_ms([&] { be.copy(dst.data(), src.data(), words); }, opt.min_ms);
   emit("copy_bandwidth", "64MiB", threads, cms, 0, 2.0 * words * sizeof(float));
 }
 
@@ -99,8 +128,8 @@ struct Model {
   }
 };
 
-// Times every op of one model config; returns the estimated step time in ms.
-double bench_model(Backend& be, const Model& m, int threads, const Options& opt) {
+// Times every op of one model config; returns the estimated step time.
+Timing bench_model(Backend& be, const Model& m, int threads, const Options& opt) {
   const int N = m.N(), C = m.C, T = m.T, B = m.B, NH = m.NH, V = m.V;
   const std::string sh = tag("N", N) + tag("_C", C);
   const size_t nc = static_cast<size_t>(N) * C;
@@ -109,7 +138,7 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
   const std::vector<float> w = randoms(static_cast<size_t>(4) * C * C, 13, 0.05f);
   const std::vector<float> bias = randoms(4 * static_cast<size_t>(C), 14);
   std::vector<float> dw(w.size()), dbias(bias.size());
-  double step = 0.0;
+  Timing step;
 
   struct LinearShape {
     const char* name;
@@ -119,11 +148,11 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
       {"qkv", C, 3 * C}, {"attn_proj", C, C}, {"fc", C, 4 * C}, {"mlp_proj", 4 * C, C}};
   for (const auto& l : linears) {
     const double f = 2.0 * N * l.ic * l.oc;
-    const double fwd = median_ms(
+    const Timing fwd = median_ms(
         [&] { be.linear_forward(y.data(), x.data(), w.data(), bias.data(), N, l.ic, l.oc); },
         opt.min_ms);
     emit(std::string("linear_fwd_") + l.name, sh, threads, fwd, f, 0);
-    const double bwd = median_ms(
+    const Timing bwd = median_ms(
         [&] {
           be.linear_backward(dx.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), N,
                              l.ic, l.oc);
@@ -138,10 +167,10 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
     const double causal = static_cast<double>(B) * NH * hs * T * (T + 1) / 2.0;
     std::vector<float> lse(static_cast<size_t>(B) * NH * T);
     std::vector<float> qkv = randoms(3 * nc, 15);
-    const double fwd = median_ms(
+    const Timing fwd = median_ms(
         [&] { be.attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH); }, opt.min_ms);
     emit("attention_fwd", sh + tag("_NH", NH), threads, fwd, 4 * causal, 0);
-    const double bwd = median_ms(
+    const Timing bwd = median_ms(
         [&] {
           be.attention_backward(dx.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, C,
                                 NH);
@@ -153,14 +182,14 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
 
   {
     std::vector<float> mean(N), rstd(N);
-    const double fwd = median_ms(
+    const Timing fwd = median_ms(
         [&] {
           be.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), bias.data(),
                                bias.data() + C, N, C);
         },
         opt.min_ms);
     emit("layernorm_fwd", sh, threads, fwd, 0, 8.0 * nc);
-    const double bwd = median_ms(
+    const Timing bwd = median_ms(
         [&] {
           be.layernorm_backward(dx.data(), dw.data(), dbias.data(), dy.data(), x.data(),
                                 bias.data(), mean.data(), rstd.data(), N, C);
@@ -172,18 +201,18 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
 
   {
     const size_t n4 = 4 * nc;
-    const double fwd = median_ms([&] { be.gelu_forward(y.data(), x.data(), n4); }, opt.min_ms);
+    const Timing fwd = median_ms([&] { be.gelu_forward(y.data(), x.data(), n4); }, opt.min_ms);
     emit("gelu_fwd", sh + "x4", threads, fwd, 0, 8.0 * n4);
-    const double bwd =
+    const Timing bwd =
         median_ms([&] { be.gelu_backward(dx.data(), x.data(), dy.data(), n4); }, opt.min_ms);
     emit("gelu_bwd", sh + "x4", threads, bwd, 0, 12.0 * n4);
     step += m.L * (fwd + bwd);
   }
 
   {
-    const double add = median_ms([&] { be.add(y.data(), x.data(), dy.data(), nc); }, opt.min_ms);
+    const Timing add = median_ms([&] { be.add(y.data(), x.data(), dy.data(), nc); }, opt.min_ms);
     emit("residual_add", sh, threads, add, 0, 12.0 * nc);
-    const double acc = median_ms([&] { be.add_inplace(y.data(), dy.data(), nc); }, opt.min_ms);
+    const Timing acc = median_ms([&] { be.add_inplace(y.data(), dy.data(), nc); }, opt.min_ms);
     emit("add_inplace", sh, threads, acc, 0, 12.0 * nc);
     step += m.L * (2 * add + 2 * acc);  // two residual adds forward, two gradient sums back
   }
@@ -194,15 +223,15 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
     std::vector<float> wte = randoms(static_cast<size_t>(V) * C, 16, 0.05f), dwte(wte.size(), 0.0f),
                        wpe = randoms(static_cast<size_t>(T) * C, 17), dwpe(wpe.size(), 0.0f),
                        losses(N);
-    const double fwd = median_ms(
+    const Timing fwd = median_ms(
         [&] { be.embedding_forward(y.data(), tokens.data(), wte.data(), wpe.data(), B, T, C); },
         opt.min_ms);
     emit("embedding_fwd", sh, threads, fwd, 0, 8.0 * nc);
-    const double bwd = median_ms(
+    const Timing bwd = median_ms(
         [&] { be.embedding_backward(dwte.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); },
         opt.min_ms);
     emit("embedding_bwd", sh, threads, bwd, 0, 4.0 * nc);
-    const double lm = median_ms(
+    const Timing lm = median_ms(
         [&] {
           be.lm_head_cross_entropy(losses.data(), dx.data(), dwte.data(), x.data(), wte.data(),
                                    tokens.data(), N, C, V, 1.0f / N);
@@ -215,19 +244,19 @@ double bench_model(Backend& be, const Model& m, int threads, const Options& opt)
   {
     const size_t P = m.params();
     std::vector<float> p = randoms(P, 18), g = randoms(P, 19), mm(P), vv(P);
-    const double adam = median_ms(
+    const Timing adam = median_ms(
         [&] {
           be.adamw(p.data(), g.data(), mm.data(), vv.data(), P, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
                    10);
         },
         opt.min_ms);
     emit("adamw", tag("P", static_cast<long long>(P)), threads, adam, 0, 28.0 * P);
-    const double sq = median_ms([&] { (void)be.sum_squares(g.data(), P); }, opt.min_ms);
+    const Timing sq = median_ms([&] { (void)be.sum_squares(g.data(), P); }, opt.min_ms);
     emit("sum_squares", tag("P", static_cast<long long>(P)), threads, sq, 0, 4.0 * P);
-    const double zero = median_ms([&] { be.zero(g.data(), P); }, opt.min_ms);
+    const Timing zero = median_ms([&] { be.zero(g.data(), P); }, opt.min_ms);
     emit("zero", tag("P", static_cast<long long>(P)), threads, zero, 0, 4.0 * P);
     std::vector<uint16_t> half(P);
-    const double cast =
+    const Timing cast =
         median_ms([&] { be.cast(half.data(), DType::bf16, p.data(), DType::fp32, P); }, opt.min_ms);
     emit("cast_fp32_to_bf16", tag("P", static_cast<long long>(P)), threads, cast, 0, 6.0 * P);
     step += adam + sq + zero;
@@ -267,14 +296,17 @@ int main(int argc, char** argv) {
     auto be = trainctl::ops::make_cpu_backend(trainctl::ops::BackendOptions{threads});
     bench_ceilings(*be, threads, opt);
     for (const Model& m : models) {
-      const double step = bench_model(*be, m, threads, opt);
+      const Timing step = bench_model(*be, m, threads, opt);
       const double flops_per_token =
           6.0 * static_cast<double>(m.params()) + 12.0 * m.L * m.C * static_cast<double>(m.T);
-      std::printf(
-          "{\"op\": \"model_step_estimate\", \"shape\": \"L%d_C%d_NH%d_T%d_B%d_V%d\", "
-          "\"threads\": %d, \"ms\": %.2f, \"tokens_per_s\": %.0f, \"gflops\": %.2f}\n",
-          m.L, m.C, m.NH, m.T, m.B, m.V, threads, step, m.N() / step * 1e3,
-          flops_per_token * m.N() / step * 1e-6);
+      char shape[96];
+      std::snprintf(shape, sizeof shape, "L%d_C%d_NH%d_T%d_B%d_V%d", m.L, m.C, m.NH, m.T, m.B, m.V);
+      emit("model_step_estimate", shape, threads, step, flops_per_token * m.N(), 0);
+      std::printf(R"({"op": "model_tokens_per_s_estimate", "shape": "%s", "threads": %d, )"
+                  R"("tokens_per_s": %.0f, "tokens_per_s_cpu": %.0f})"
+                  "\n",
+                  shape, threads, m.N() / step.ms * 1e3,
+                  threads == 1 ? m.N() / step.cpu_ms * 1e3 : 0.0);
     }
   }
   return 0;
