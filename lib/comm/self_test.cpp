@@ -141,6 +141,9 @@ void run_collective_self_test(const ProcessGroups& groups, const SelfTestOptions
       throw std::invalid_argument("run_collective_self_test: a group is missing");
     run_collective_self_test(*comm, options);
   }
+  // Ranks of different sub-groups finish at different times; the world barrier makes the
+  // self-test end together, so no rank moves on (or exits) while another still checks.
+  groups.world->barrier();
 }
 
 }  // namespace trainctl::comm

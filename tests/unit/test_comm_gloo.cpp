@@ -30,6 +30,8 @@ PerRank on_world(int n, Body body, GlooOptions options = {}) {
   run_ranks(n, [&](int rank) {
     GlooCommunicator comm(connect_world(store, rank, n), "world", options);
     body(comm, results[static_cast<size_t>(rank)]);
+    // No rank closes its connections while another may still be connecting or reading.
+    comm.barrier();
   });
   return results;
 }
@@ -129,7 +131,9 @@ TEST_CASE("every allreduce algorithm passes the self-test at world sizes 1-4", "
       DYNAMIC_SECTION(comm::to_string(algo) << " on " << n << " ranks") {
         GlooOptions options;
         options.allreduce_algo = algo;
-        options.gloo_ring_segment_bytes = 4096;  // several segments per rank at 16385 floats
+        // Several segments per block at 16385 floats and up.
+        options.gloo_ring_segment_bytes = 4096;
+        options.ring_segment_bytes = 4096;
         comm::SelfTestOptions sizes;
         sizes.counts = {1, 2, 3, 7, 1001, 16385, 100003};
         on_world(
@@ -148,6 +152,7 @@ TEST_CASE("automatic allreduce picks direct for small and ring for large message
   gloo::rendezvous::HashStore store;
   run_ranks(2, [&](int rank) {
     GlooCommunicator c(connect_world(store, rank, 2), "world");
+    c.barrier();  // both ranks connected before either closes
     if (c.allreduce_algo_for(16) != AllreduceAlgo::direct) throw std::runtime_error("16 floats");
     if (c.allreduce_algo_for(1 << 24) != AllreduceAlgo::ring) throw std::runtime_error("64 MiB");
     if (c.algorithm_name("allreduce", 16) != "direct") throw std::runtime_error("name");

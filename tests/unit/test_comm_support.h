@@ -34,6 +34,8 @@ inline void run_ranks(int n, const std::function<void(int rank)>& body) {
 }
 
 // A connected world context for `rank` of `n` (its own TCP device on loopback).
+// connectFullMesh can return on one rank before the other has finished, so a test must
+// run a collective (e.g. barrier) before a rank drops its context.
 inline std::shared_ptr<gloo::Context> connect_world(
     gloo::rendezvous::Store& store, int rank, int n,
     std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -10,6 +10,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <exception>
@@ -96,6 +97,10 @@ void GlooCommunicator::guarded(const char* op, Body&& body, const std::string& d
   }
 }
 
+size_t GlooCommunicator::ring_segment_floats() const {
+  return std::max<size_t>(1, options_.ring_segment_bytes / sizeof(float));
+}
+
 uint64_t GlooCommunicator::take_slots(uint32_t n) {
   const uint64_t slot = gloo::Slot::build(kRingSlotPrefix, next_collective_tag_);
   next_collective_tag_ += n;
@@ -146,7 +151,8 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
       case AllreduceAlgo::ring: {
         auto blocks = ring::split_evenly(count, size());
         ring::allreduce(*context_, data, blocks, op == ReduceOp::sum ? sum_into : max_into,
-                        take_slots(2 * static_cast<uint32_t>(size())), options_.timeout);
+                        ring_segment_floats(), take_slots(2 * static_cast<uint32_t>(size())),
+                        options_.timeout);
         break;
       }
       case AllreduceAlgo::gloo_ring: {
@@ -182,7 +188,7 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
 
 void GlooCommunicator::reduce_scatter(const float* in, float* out, size_t count) {
   guarded("reduce_scatter", [&] {
-    ring::reduce_scatter(*context_, in, out, count, sum_into,
+    ring::reduce_scatter(*context_, in, out, count, sum_into, ring_segment_floats(),
                          take_slots(static_cast<uint32_t>(size())), options_.timeout);
   });
 }

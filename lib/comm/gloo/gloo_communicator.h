@@ -53,6 +53,7 @@ class GlooCommunicator final : public Communicator {
   // collectives in the same order, so they agree on the slots.
   uint64_t take_slots(uint32_t n);
   void check_peer(const char* op, int peer) const;
+  size_t ring_segment_floats() const;
 
   std::shared_ptr<gloo::Context> context_;
   std::string name_;

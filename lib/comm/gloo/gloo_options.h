@@ -31,6 +31,9 @@ struct GlooOptions {
   // with 2 processes on loopback: direct ~85 us vs ring ~170 us up to 16 KiB, equal
   // around 256 KiB, ring 2-3x faster from 4 MiB.
   size_t small_allreduce_bytes = 256 * 1024;
+  // Largest message of the `ring` allreduce's and reduce_scatter's reduce phase:
+  // smaller segments let reduction overlap transfer, at a handshake per segment.
+  size_t ring_segment_bytes = 1024 * 1024;
   // Segment size for gloo_ring; Gloo's default (1 MiB) is several times slower here.
   size_t gloo_ring_segment_bytes = 16 * 1024 * 1024;
 };

@@ -51,6 +51,40 @@ void exchange(gloo::Context& ctx, const void* send_ptr, size_t send_bytes, int d
   if (sbuf) naming_peer(to, [&] { wait_or_throw(sbuf->waitSend(timeout), "send"); });
 }
 
+// A ring step that also reduces: receives `recv_count` floats from `src` into
+// `recv_ptr` while sending `send_count` floats to `dst`, and applies
+// reduce(target, source) on each piece as soon as it lands. Messages go in segments of
+// `segment` floats, all posted at once, so reducing one segment overlaps receiving the
+// next. Both sides derive the same segmentation from the same count.
+void exchange_and_reduce(gloo::Context& ctx, const float* send_ptr, size_t send_count, int dst,
+                         float* recv_ptr, size_t recv_count, int src, float* target,
+                         const float* source, ReduceFn reduce, size_t segment, uint64_t slot,
+                         std::chrono::milliseconds timeout) {
+  const std::string from = "receiving from rank " + std::to_string(src);
+  const std::string to = "sending to rank " + std::to_string(dst);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rbufs;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sbufs;
+  for (size_t at = 0; at < recv_count; at += segment) {
+    const size_t n = std::min(segment, recv_count - at);
+    rbufs.push_back(ctx.createUnboundBuffer(recv_ptr + at, n * sizeof(float)));
+    naming_peer(from, [&] { rbufs.back()->recv(src, slot); });
+  }
+  for (size_t at = 0; at < send_count; at += segment) {
+    const size_t n = std::min(segment, send_count - at);
+    // Gloo's buffer type is not const-aware; a send only reads the memory.
+    sbufs.push_back(ctx.createUnboundBuffer(const_cast<float*>(send_ptr + at), n * sizeof(float)));
+    naming_peer(to, [&] { sbufs.back()->send(dst, slot); });
+  }
+  for (size_t k = 0; k < rbufs.size(); ++k) {
+    naming_peer(from, [&] { wait_or_throw(rbufs[k]->waitRecv(timeout), "receive"); });
+    const size_t at = k * segment;
+    reduce(target + at, source + at, std::min(segment, recv_count - at));
+  }
+  for (auto& sbuf : sbufs) {
+    naming_peer(to, [&] { wait_or_throw(sbuf->waitSend(timeout), "send"); });
+  }
+}
+
 }  // namespace
 
 Blocks split_evenly(size_t total, int ranks) {
@@ -68,7 +102,8 @@ Blocks split_evenly(size_t total, int ranks) {
 }
 
 void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t block_count,
-                    ReduceFn reduce, uint64_t slot, std::chrono::milliseconds timeout) {
+                    ReduceFn reduce, size_t segment, uint64_t slot,
+                    std::chrono::milliseconds timeout) {
   const int p = ctx.size;
   const int r = ctx.rank;
   if (p == 1) {
@@ -78,7 +113,6 @@ void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t bloc
   if (block_count == 0) return;
   const int right = mod(r + 1, p);
   const int left = mod(r - 1, p);
-  const size_t bytes = block_count * sizeof(float);
   // Partial sums travel around the ring; two accumulators so the one being sent is
   // never the one being received into.
   std::vector<float> acc[2];
@@ -91,13 +125,13 @@ void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t bloc
       acc[s % 2].resize(block_count);
       recv_ptr = acc[s % 2].data();
     }
-    exchange(ctx, send_ptr, bytes, right, recv_ptr, bytes, left, slot + s, timeout);
-    reduce(recv_ptr, in + recv_block * block_count, block_count);
+    exchange_and_reduce(ctx, send_ptr, block_count, right, recv_ptr, block_count, left, recv_ptr,
+                        in + recv_block * block_count, reduce, segment, slot + s, timeout);
   }
 }
 
 void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn reduce,
-               uint64_t slot, std::chrono::milliseconds timeout) {
+               size_t segment, uint64_t slot, std::chrono::milliseconds timeout) {
   const int p = ctx.size;
   const int r = ctx.rank;
   if (p == 1) return;
@@ -109,9 +143,9 @@ void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn r
   for (int s = 0; s < p - 1; ++s) {
     const auto sb = static_cast<size_t>(mod(r - s - 1, p));
     const auto rb = static_cast<size_t>(mod(r - s - 2, p));
-    exchange(ctx, data + blocks.offset[sb], blocks.count[sb] * sizeof(float), right, tmp.data(),
-             blocks.count[rb] * sizeof(float), left, slot + s, timeout);
-    reduce(data + blocks.offset[rb], tmp.data(), blocks.count[rb]);
+    exchange_and_reduce(ctx, data + blocks.offset[sb], blocks.count[sb], right, tmp.data(),
+                        blocks.count[rb], left, data + blocks.offset[rb], tmp.data(), reduce,
+                        segment, slot + s, timeout);
   }
   // Allgather: each reduced block travels once around the ring, received in place.
   for (int s = 0; s < p - 1; ++s) {

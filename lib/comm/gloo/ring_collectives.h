@@ -26,15 +26,17 @@ Blocks split_evenly(size_t total, int ranks);
 using ReduceFn = void (*)(float* acc, const float* x, size_t n);
 
 // Every rank contributes `in` (ranks * block_count floats); `out` (block_count floats)
-// receives block `rank` reduced over ranks. Uses slots [slot, slot + ranks).
+// receives block `rank` reduced over ranks. Blocks travel in messages of at most
+// `segment` floats so reduction overlaps transfer. Uses slots [slot, slot + ranks).
 void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t block_count,
-                    ReduceFn reduce, uint64_t slot, std::chrono::milliseconds timeout);
+                    ReduceFn reduce, size_t segment, uint64_t slot,
+                    std::chrono::milliseconds timeout);
 
 // In place over `data` laid out as `blocks`: afterwards every rank holds op over ranks of
 // every element. Reduce-scatter then allgather, 2(ranks-1) steps. Uses slots
-// [slot, slot + 2 * ranks).
+// [slot, slot + 2 * ranks). `segment` as for reduce_scatter.
 void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn reduce,
-               uint64_t slot, std::chrono::milliseconds timeout);
+               size_t segment, uint64_t slot, std::chrono::milliseconds timeout);
 
 // In place over `count` floats: every rank sends its whole buffer to every other rank
 // and reduces all contributions in rank order, so results are bitwise equal everywhere.
