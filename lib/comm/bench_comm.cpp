@@ -76,8 +76,10 @@ std::vector<BenchRow> bench_collectives(Communicator& comm, const BenchOptions& 
     }
   }
   std::vector<BenchRow> rows;
-  const size_t min_total = sizeof(float) * static_cast<size_t>(comm.size());
   for (const auto& op : options.ops) {
+    // At least one float per rank (allgather's input, reduce_scatter's output block).
+    const size_t min_total =
+        sizeof(float) * (op == "allreduce" ? 1 : static_cast<size_t>(comm.size()));
     for (size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor) {
       if (bytes < min_total) continue;
       rows.push_back(bench_one(comm, op, bytes, options));
