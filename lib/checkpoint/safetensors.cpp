@@ -67,7 +67,7 @@ std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
   if (!in) throw std::runtime_error(path.string() + ": truncated safetensors header");
-  const auto header = nlohmann::json::parse(text);
+  const auto header = nlohmann::ordered_json::parse(text);  // keep file order
   std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<NamedTensor> out;
   for (auto it = header.begin(); it != header.end(); ++it) {
