@@ -33,12 +33,13 @@ int cmd_train(const LaunchArgs& args) {
   return launch::run_launcher(spec, launch_options(args, launch::WorkerMode::train));
 }
 
-int cmd_selftest(const LaunchArgs& args, int repeat) {
+int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {
   if (repeat < 1)
     throw InputError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::selftest);
   opt.worker_env.emplace_back("TRAINCTL_SELFTEST_REPEAT", std::to_string(repeat));
+  if (quick) opt.worker_env.emplace_back("TRAINCTL_SELFTEST_QUICK", "1");
   return launch::run_launcher(spec, opt);
 }
 

@@ -22,7 +22,8 @@ struct LaunchArgs {
 };
 
 int cmd_train(const LaunchArgs& args);
-int cmd_selftest(const LaunchArgs& args, int repeat);
+// `quick`: small messages only (checks the wiring of every group in a fraction of the time).
+int cmd_selftest(const LaunchArgs& args, int repeat, bool quick);
 int cmd_validate(const std::filesystem::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster);
 

@@ -72,13 +72,18 @@ int run(int argc, char** argv) {
   CLI::App app{"trainctl: distributed training of GPT models from a YAML job spec"};
   app.set_version_flag("--version", trainctl::app::version_text());
   app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for the options.\n";
+  });
   app.footer(std::string("Run `trainctl <command> --help` for a command's options.\n") +
              kExitCodes);
 
   LaunchArgs launch_args;
-  ClusterOptions cluster;
+  // One set per subcommand: each option object belongs to one CLI::App.
+  ClusterOptions train_cluster, selftest_cluster;
   std::vector<std::string> overrides;
   int repeat = 1;
+  bool quick = false;
 
   auto add_job = [&](CLI::App* cmd) {
     cmd->add_option("job", launch_args.job, "Job spec (YAML)")->required();
@@ -91,7 +96,7 @@ int run(int argc, char** argv) {
   CLI::App* train =
       app.add_subcommand("train", "Train a model: launch the job's workers on this node");
   add_job(train);
-  cluster.add_to(train, true);
+  train_cluster.add_to(train, true);
   train->footer(
       std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
                   "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
@@ -100,9 +105,12 @@ int run(int argc, char** argv) {
   CLI::App* selftest = app.add_subcommand(
       "selftest", "Launch the job's layout and verify every group's collectives (no training)");
   add_job(selftest);
-  cluster.add_to(selftest, true);
+  selftest_cluster.add_to(selftest, true);
   selftest->add_option("--repeat", repeat, "Run the self-test this many times (soak test)")
       ->check(CLI::PositiveNumber);
+  selftest->add_flag("--quick", quick,
+                     "Small messages only (up to 4096 floats): checks every group's wiring in a "
+                     "fraction of the time, not the large-message paths");
   selftest->footer(std::string("Checks a new cluster or node before a long job: every rank runs\n"
                                "allreduce, reduce-scatter, allgather, broadcast, send/recv and\n"
                                "barrier in the world, DP, TP and PP groups and compares exactly.\n"
@@ -164,9 +172,9 @@ int run(int argc, char** argv) {
   trainctl::log::init(-1, 0);
   launch_args.overrides = overrides;
   if (train->parsed() || selftest->parsed()) {
-    cluster.fill(launch_args);
+    (train->parsed() ? train_cluster : selftest_cluster).fill(launch_args);
     return train->parsed() ? trainctl::app::cmd_train(launch_args)
-                           : trainctl::app::cmd_selftest(launch_args, repeat);
+                           : trainctl::app::cmd_selftest(launch_args, repeat, quick);
   }
   if (validate->parsed()) {
     return trainctl::app::cmd_validate(launch_args.job, overrides, validate_cluster.flags());

@@ -39,6 +39,9 @@ long long env_number(const char* name, long long fallback) {
   return value;
 }
 
+// `selftest --quick`: only messages up to this many floats (wiring, not bandwidth paths).
+constexpr size_t kQuickSelfTestMaxCount = 4096;
+
 std::string describe_groups(const comm::ProcessGroups& g) {
   std::string out;
   for (const comm::Communicator* c : {g.world.get(), g.dp.get(), g.tp.get(), g.pp.get()}) {
@@ -50,13 +53,17 @@ std::string describe_groups(const comm::ProcessGroups& g) {
 
 int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
   const long long repeat = std::max(1LL, env_number("TRAINCTL_SELFTEST_REPEAT", 1));
+  comm::SelfTestOptions options;
+  if (env_number("TRAINCTL_SELFTEST_QUICK", 0) != 0) {
+    std::erase_if(options.counts, [](size_t n) { return n > kQuickSelfTestMaxCount; });
+  }
   for (long long i = 1; i <= repeat; ++i) {
     if (launch::stop_requested()) {
       spdlog::warn("stopping after {} of {} self-test rounds: received signal {}", i - 1, repeat,
                    launch::stop_signal());
       return kExitPreempted;
     }
-    comm::run_collective_self_test(groups);
+    comm::run_collective_self_test(groups, options);
     spdlog::info("self-test round {}/{} passed: verified {}", i, repeat, describe_groups(groups));
   }
   launch::write_console(env.console_fd, "selftest passed: " + std::to_string(env.world_size) +

@@ -64,6 +64,7 @@ struct AttemptResult {
   Ending ending = Ending::success;
   std::string reason;
   int culprit_exit_code = 0;  // the failing worker's exit code (kExitRendezvous matters)
+  const WorkerProcess* culprit = nullptr;  // the worker that failed on this node, if any
 };
 
 // One launcher's run: the state shared by the steps below.
@@ -101,7 +102,10 @@ class Launcher {
   void stop_workers(milliseconds grace);
   AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
   bool wait_for_other_nodes(int attempt, AttemptResult& result);
+  void report_failure(const AttemptResult& r);
   void publish_abort(int attempt, const std::string& reason);
+  // The abort reason another node published, waiting up to `limit` for one to appear.
+  std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
   std::optional<std::string> abort_reason(int attempt);
   int preempted_before_start(int sig);
 
@@ -302,26 +306,47 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
     return r;
   }
   r.ending = Ending::failed;
+  r.culprit = culprit;
   r.culprit_exit_code = culprit->exit_code();
   r.reason = "rank " + std::to_string(culprit->rank()) + " on node " + std::to_string(node_) +
              " failed: " + culprit->describe_exit();
-  const fs::path log = spec_.run_dir / "logs" / ("rank" + std::to_string(culprit->rank()) + ".log");
-  spdlog::error("{} (pid {})", r.reason, culprit->pid());
-  std::vector<std::string> tail = tail_lines(log, kLogTailLines);
-  std::string text = "last " + std::to_string(tail.size()) + " lines of " + log.string() + ":\n";
+  return r;
+}
+
+void Launcher::report_failure(const AttemptResult& r) {
+  spdlog::error("{} (pid {})", r.reason, r.culprit->pid());
+  std::vector<std::string> tail =
+      tail_lines(r.culprit->log_path(), kLogTailLines, r.culprit->log_start());
+  std::string text =
+      "last " + std::to_string(tail.size()) + " lines of " + r.culprit->log_path().string() + ":\n";
   for (const auto& line : tail) text += "  | " + line + "\n";
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
-  return r;
 }
 
 void Launcher::publish_abort(int attempt, const std::string& reason) {
   if (nnodes_ == 1) return;
   try {
-    store_->set_string(attempt_prefix(attempt) + kAbortKey,
-                       "node " + std::to_string(node_) + ": " + reason);
+    // First writer wins: the first failure is the root cause, later ones its echoes.
+    const std::string prefix = attempt_prefix(attempt);
+    if (store_->add(prefix + "job/abort_writers", 1) == 1) {
+      store_->set_string(prefix + kAbortKey, "node " + std::to_string(node_) + ": " + reason);
+    }
   } catch (const RendezvousError& e) {
     spdlog::warn("could not tell the other nodes to stop: {}", e.what());
+  }
+}
+
+std::optional<std::string> Launcher::wait_for_abort(int attempt, milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  try {
+    for (;;) {
+      if (auto reason = abort_reason(attempt)) return reason;
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  } catch (const RendezvousError&) {
+    return std::nullopt;  // the store is gone: report our own failure
   }
 }
 
@@ -345,6 +370,17 @@ AttemptResult Launcher::supervise(int attempt) {
     }
     if (!failed.empty()) {
       AttemptResult r = failure_of(failed);
+      // A worker that merely exited non-zero on a multi-node job most often lost a peer
+      // on another node; that node's launcher names the real cause within a poll or two.
+      if (r.ending == Ending::failed && nnodes_ > 1 && r.culprit->term_signal() == 0) {
+        if (auto elsewhere = wait_for_abort(attempt, kAbortPoll * 2)) {
+          spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
+                        *elsewhere, r.reason);
+          stop_workers(opt_.failure_grace);
+          return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+        }
+      }
+      if (r.ending == Ending::failed) report_failure(r);
       publish_abort(attempt, r.reason);
       if (r.ending == Ending::preempted) {
         spdlog::warn("{}: stopping the other workers", r.reason);
@@ -360,7 +396,7 @@ AttemptResult Launcher::supervise(int attempt) {
       AttemptResult r{
           Ending::preempted,
           std::string("preempted: node ") + std::to_string(node_) + " received " + signal_name(sig),
-          0};
+          0, nullptr};
       spdlog::warn("received {}: asking the workers to stop (SIGTERM; {} to finish)",
                    signal_name(sig), seconds_text(opt_.preempt_grace));
       publish_abort(attempt, r.reason);
@@ -375,12 +411,12 @@ AttemptResult Launcher::supervise(int attempt) {
           spdlog::error("stopping this node's workers: the job stopped on {}", *reason);
           stop_workers(opt_.failure_grace);
           bool preempted = reason->find(": preempted") != std::string::npos;
-          return {preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason, 0};
+          return {preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason, 0, nullptr};
         }
       } catch (const RendezvousError& e) {
         spdlog::error("lost the rendezvous store ({}): stopping this node's workers", e.what());
         stop_workers(opt_.failure_grace);
-        return {Ending::store_lost, e.what(), 0};
+        return {Ending::store_lost, e.what(), 0, nullptr};
       }
     }
   }
@@ -398,24 +434,24 @@ bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
     const auto deadline = Clock::now() + rendezvous_timeout_;
     while (done < nnodes_) {
       if (auto reason = abort_reason(attempt)) {
-        result = {Ending::aborted_elsewhere, *reason, 0};
+        result = {Ending::aborted_elsewhere, *reason, 0, nullptr};
         return false;
       }
       if (Clock::now() >= deadline) {
         result = {Ending::failed,
                   "only " + std::to_string(done) + " of " + std::to_string(nnodes_) +
                       " nodes finished within " + seconds_text(rendezvous_timeout_),
-                  0};
+                  0, nullptr};
         return false;
       }
       if (int sig = signals_.wait(kTick)) {
-        result = {Ending::preempted, std::string("received ") + signal_name(sig), 0};
+        result = {Ending::preempted, std::string("received ") + signal_name(sig), 0, nullptr};
         return false;
       }
       done = store_->add(done_key, 0);
     }
   } catch (const RendezvousError& e) {
-    result = {Ending::store_lost, e.what(), 0};
+    result = {Ending::store_lost, e.what(), 0, nullptr};
     return false;
   }
   return true;

@@ -32,7 +32,10 @@ namespace {
 }  // namespace
 
 WorkerProcess::WorkerProcess(int rank, const WorkerCommand& command, const sigset_t& child_mask)
-    : rank_(rank) {
+    : rank_(rank), log_path_(command.log_path) {
+  std::error_code ec;
+  log_start_ = std::filesystem::file_size(log_path_, ec);
+  if (ec) log_start_ = 0;
   // Everything the child needs is built before fork: after fork in a multi-threaded
   // process only async-signal-safe calls are allowed.
   std::vector<std::string> env_strings;
@@ -118,8 +121,10 @@ std::string WorkerProcess::describe_exit() const {
   return "exit code " + std::to_string(exit_code());
 }
 
-std::vector<std::string> tail_lines(const std::filesystem::path& file, size_t max_lines) {
+std::vector<std::string> tail_lines(const std::filesystem::path& file, size_t max_lines,
+                                    std::uintmax_t from) {
   std::ifstream in(file);
+  in.seekg(static_cast<std::streamoff>(from));
   std::deque<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ class WorkerProcess {
   WorkerProcess(int rank, const WorkerCommand& command, const sigset_t& child_mask);
 
   int rank() const { return rank_; }
+  const std::filesystem::path& log_path() const { return log_path_; }
+  // Size of the log before this process started: its own output begins there.
+  std::uintmax_t log_start() const { return log_start_; }
   pid_t pid() const { return pid_; }
   bool running() const { return !status_.has_value(); }
   // Reaps the process if it has ended (non-blocking). Returns true if it has ended.
@@ -51,11 +55,16 @@ class WorkerProcess {
 
  private:
   int rank_;
+  std::filesystem::path log_path_;
+  std::uintmax_t log_start_ = 0;
   pid_t pid_ = -1;
   std::optional<int> status_;  // waitpid status once reaped
 };
 
-// The last `max_lines` lines of a text file (empty when it cannot be read).
-std::vector<std::string> tail_lines(const std::filesystem::path& file, size_t max_lines);
+// The last `max_lines` lines of a text file from byte `from` on (logs are appended across
+// runs: `from` is the size the log had when this run's worker started). Empty when the
+// file cannot be read.
+std::vector<std::string> tail_lines(const std::filesystem::path& file, size_t max_lines,
+                                    std::uintmax_t from = 0);
 
 }  // namespace trainctl::launch

@@ -1,0 +1,98 @@
+// The command line as a user meets it: help, version, validate, bench, and the exit code
+// and message of bad invocations.
+#include <catch2/catch.hpp>
+
+#include "integration/helpers.h"
+
+using namespace trainctl::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("--version prints the version and build", "[cli][integration]") {
+  TempDir dir("cli");
+  ProcResult r = run_trainctl({"--version"}, dir.path());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::StartsWith(std::string("trainctl ") + TRAINCTL_VERSION));
+  CHECK_THAT(r.out, Catch::Contains("build:"));
+}
+
+TEST_CASE("every subcommand has help with an example", "[cli][integration]") {
+  TempDir dir("cli");
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"train"}, {"selftest"}, {"validate"}, {"bench", "comm"}}) {
+    cmd.push_back("--help");
+    ProcResult r = run_trainctl(cmd, dir.path());
+    INFO(cmd[0]);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Example:"));
+  }
+  ProcResult top = run_trainctl({"--help"}, dir.path());
+  CHECK(top.exit_code == 0);
+  CHECK_THAT(top.out, Catch::Contains("Exit codes"));
+  CHECK_THAT(top.out, !Catch::Contains("\n  worker"));  // internal subcommand stays hidden
+  CHECK_THAT(top.out, !Catch::Contains("--resume"));
+}
+
+TEST_CASE("validate prints the summary and the rank map without starting anything",
+          "[cli][integration]") {
+  TempDir dir("validate");
+  fs::path job = write_job(dir.path(), "val", 2, 2, 2);
+  ProcResult r = run_trainctl({"validate", job.string(), "--nnodes", "2"}, dir.path());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("rank map (2 node(s), 4 worker(s) per node)"));
+  CHECK_THAT(r.out, Catch::Contains(" rank  node  local   dp   tp   pp\n"));
+  CHECK_THAT(r.out, Catch::Contains("    5     1      1    0    1    1\n"));
+  CHECK_FALSE(fs::exists(dir / "runs"));  // nothing launched, no run directory
+}
+
+TEST_CASE("bad invocations exit with code 2 and say what is wrong", "[cli][integration]") {
+  TempDir dir("badcli");
+  fs::path job = write_job(dir.path(), "bad", 2, 1, 1);
+
+  ProcResult missing = run_trainctl({"train", "no-such-job.yaml"}, dir.path());
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("error:") && Catch::Contains("no-such-job.yaml"));
+
+  ProcResult bad_set =
+      run_trainctl({"selftest", job.string(), "--set", "parallel.tp=abc"}, dir.path());
+  CHECK(bad_set.exit_code == 2);
+  CHECK_THAT(bad_set.err, Catch::Contains("parallel.tp"));
+
+  ProcResult unknown_key =
+      run_trainctl({"validate", job.string(), "--set", "parallel.tq=2"}, dir.path());
+  CHECK(unknown_key.exit_code == 2);
+  CHECK_THAT(unknown_key.err, Catch::Contains("parallel.tq"));
+
+  ProcResult unknown_flag = run_trainctl({"train", job.string(), "--bogus"}, dir.path());
+  CHECK(unknown_flag.exit_code == 2);
+  CHECK_THAT(unknown_flag.err, Catch::Contains("--bogus"));
+
+  ProcResult no_command = run_trainctl({}, dir.path());
+  CHECK(no_command.exit_code == 2);
+
+  ProcResult not_divisible = run_trainctl({"train", job.string(), "--nnodes", "3"}, dir.path());
+  CHECK(not_divisible.exit_code == 2);
+  CHECK_THAT(not_divisible.err, Catch::Contains("not divisible by the 3 nodes"));
+  CHECK_FALSE(fs::exists(dir / "runs"));  // refused before anything was started
+
+  ProcResult bad_rank =
+      run_trainctl({"train", job.string(), "--nnodes", "2", "--node-rank", "2"}, dir.path());
+  CHECK(bad_rank.exit_code == 2);
+  CHECK_THAT(bad_rank.err, Catch::Contains("--node-rank"));
+
+  ProcResult worker = run_trainctl({"worker"}, dir.path());
+  CHECK(worker.exit_code == 2);
+  CHECK_THAT(worker.err, Catch::Contains("TRAINCTL_RANK"));
+}
+
+TEST_CASE("bench comm prints an nccl-tests style table", "[cli][integration]") {
+  TempDir dir("bench");
+  ProcResult r = run_trainctl({"bench", "comm", "--world", "2", "--min-bytes", "4K", "--max-bytes",
+                               "64K", "--iters", "2", "--run-dir", (dir / "bench-run").string()},
+                              dir.path(), 60s);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("allreduce") && Catch::Contains("busbw"));
+  CHECK_THAT(r.out, Catch::Contains("65536"));
+  CHECK(fs::exists(dir / "bench-run/logs/rank1.log"));
+}

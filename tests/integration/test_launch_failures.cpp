@@ -1,0 +1,99 @@
+// The launcher's supervision: a dying worker stops the job with exit code 3 and names the
+// rank; a stop signal ends it with exit code 4; no worker outlives its launcher.
+#include <catch2/catch.hpp>
+
+#include "integration/helpers.h"
+
+using namespace trainctl::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Waits until `rank` has passed a self-test round, then returns its pid.
+pid_t running_worker_pid(const fs::path& run_dir, int rank) {
+  const fs::path log = run_dir / "logs" / ("rank" + std::to_string(rank) + ".log");
+  bool running =
+      eventually([&] { return read_text(log).find("round 1/") != std::string::npos; }, 30s);
+  REQUIRE(running);
+  pid_t pid = worker_pid_from_log(log);
+  REQUIRE(pid > 0);
+  return pid;
+}
+
+std::vector<std::string> soak_args(const fs::path& job) {
+  return {"selftest", job.string(), "--quick", "--repeat", "1000000"};
+}
+
+}  // namespace
+
+TEST_CASE("a worker killed with SIGKILL fails the job with exit code 3, naming the rank",
+          "[launch][integration]") {
+  TempDir dir("sigkill");
+  fs::path job = write_job(dir.path(), "kill", 4, 1, 1);
+  Proc launcher(soak_args(job), dir.path());
+  pid_t victim = running_worker_pid(dir / "runs/kill", 2);
+  auto killed_at = Clock::now();
+  ::kill(victim, SIGKILL);
+  ProcResult r = launcher.wait(30s);
+  double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(seconds < 8.0);
+  CHECK_THAT(r.err, Catch::Contains("rank 2 on node 0 failed: killed by signal 9 (SIGKILL)"));
+  CHECK_THAT(r.err, Catch::Contains("lines of " + (dir / "runs/kill/logs/rank2.log").string()));
+  CHECK_THAT(r.err, Catch::Contains("| [rank 2/4]"));
+  CHECK(processes_mentioning(dir.path().string()).empty());
+}
+
+TEST_CASE("SIGTERM to the launcher stops the workers and exits with code 4",
+          "[launch][integration]") {
+  TempDir dir("sigterm");
+  fs::path job = write_job(dir.path(), "term", 2, 1, 1);
+  Proc launcher(soak_args(job), dir.path());
+  running_worker_pid(dir / "runs/term", 1);
+  launcher.signal(SIGTERM);
+  ProcResult r = launcher.wait(30s);
+  INFO(r.err);
+  CHECK(r.exit_code == 4);
+  CHECK_THAT(r.err, Catch::Contains("received SIGTERM"));
+  CHECK(processes_mentioning(dir.path().string()).empty());
+  // The workers ended on their own (stop request honoured), not by SIGKILL.
+  CHECK_THAT(read_text(dir / "runs/term/logs/rank0.log"), Catch::Contains("stopping after"));
+}
+
+TEST_CASE("workers die with a launcher killed by SIGKILL", "[launch][integration]") {
+  TempDir dir("orphans");
+  fs::path job = write_job(dir.path(), "orphan", 2, 1, 1);
+  Proc launcher(soak_args(job), dir.path());
+  pid_t worker = running_worker_pid(dir / "runs/orphan", 1);
+  launcher.signal(SIGKILL);
+  launcher.wait(10s);
+  // PR_SET_PDEATHSIG: the kernel kills the workers when the launcher dies.
+  CHECK(eventually([&] { return processes_mentioning(dir.path().string()).empty(); }, 5s));
+  CHECK_FALSE(process_alive(worker));
+}
+
+TEST_CASE("a worker failing on one node stops the launchers of every node",
+          "[launch][integration]") {
+  TempDir dir("abort");
+  fs::path job = write_job(dir.path(), "abort", 4, 1, 1);
+  const std::string port = std::to_string(free_port());
+  auto args = [&](int node) {
+    std::vector<std::string> a = soak_args(job);
+    a.insert(a.end(),
+             {"--nnodes", "2", "--node-rank", std::to_string(node), "--master-port", port});
+    return a;
+  };
+  Proc node0(args(0), dir.path());
+  Proc node1(args(1), dir.path());
+  pid_t victim = running_worker_pid(dir / "runs/abort", 3);  // on node 1
+  ::kill(victim, SIGKILL);
+  ProcResult r1 = node1.wait(30s);
+  ProcResult r0 = node0.wait(30s);
+  INFO("node 0:\n" << r0.err << "\nnode 1:\n" << r1.err);
+  CHECK(r1.exit_code == 3);
+  CHECK(r0.exit_code == 3);
+  CHECK_THAT(r1.err, Catch::Contains("rank 3 on node 1 failed: killed by signal 9 (SIGKILL)"));
+  CHECK_THAT(r0.err, Catch::Contains("SIGKILL"));
+  CHECK(processes_mentioning(dir.path().string()).empty());
+}
