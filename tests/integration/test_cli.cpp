@@ -45,6 +45,21 @@ TEST_CASE("validate prints the summary and the rank map without starting anythin
   CHECK_FALSE(fs::exists(dir / "runs"));  // nothing launched, no run directory
 }
 
+TEST_CASE("validate takes the node count from Slurm's environment", "[cli][integration]") {
+  TempDir dir("slurm");
+  fs::path job = write_job(dir.path(), "slurm", 4, 1, 1);
+  Proc p({"validate", job.string()}, dir.path(),
+         {{"SLURM_JOB_NODELIST", "node[07-08]"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_JOB_ID", "4242"}});
+  ProcResult r = p.wait(30s);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("rank map (2 node(s), 2 worker(s) per node)"));
+  CHECK_THAT(r.out, Catch::Contains("    3     1      1    3    0    0\n"));
+}
+
 TEST_CASE("bad invocations exit with code 2 and say what is wrong", "[cli][integration]") {
   TempDir dir("badcli");
   fs::path job = write_job(dir.path(), "bad", 2, 1, 1);

@@ -97,3 +97,49 @@ TEST_CASE("a worker failing on one node stops the launchers of every node",
   CHECK_THAT(r0.err, Catch::Contains("SIGKILL"));
   CHECK(processes_mentioning(dir.path().string()).empty());
 }
+
+TEST_CASE("when node 0's launcher dies, the other nodes stop too", "[launch][integration]") {
+  TempDir dir("lostmaster");
+  fs::path job = write_job(dir.path(), "lost", 2, 1, 1);
+  const std::string port = std::to_string(free_port());
+  auto args = [&](int node) {
+    std::vector<std::string> a = soak_args(job);
+    a.insert(a.end(),
+             {"--nnodes", "2", "--node-rank", std::to_string(node), "--master-port", port});
+    return a;
+  };
+  Proc node0(args(0), dir.path());
+  Proc node1(args(1), dir.path());
+  running_worker_pid(dir / "runs/lost", 1);
+  node0.signal(SIGKILL);
+  node0.wait(10s);
+  ProcResult r1 = node1.wait(30s);
+  INFO(r1.err);
+  CHECK(r1.exit_code == 3);
+  CHECK(eventually([&] { return processes_mentioning(dir.path().string()).empty(); }, 5s));
+}
+
+TEST_CASE("with runtime.max_restarts the launcher restarts all workers after a failure",
+          "[launch][integration]") {
+  TempDir dir("restart");
+  fs::path job = write_job(dir.path(), "restart", 2, 1, 1);
+  Proc launcher({"selftest", job.string(), "--quick", "--repeat", "1000000", "--set",
+                 "runtime.max_restarts=1"},
+                dir.path());
+  const fs::path log = dir / "runs/restart/logs/rank1.log";
+  ::kill(running_worker_pid(dir / "runs/restart", 1), SIGKILL);
+  // Attempt 1 starts with fresh workers that rendezvous under a new store prefix.
+  REQUIRE(eventually(
+      [&] {
+        std::string text = read_text(log);
+        size_t second = text.find("attempt 1");
+        return second != std::string::npos && text.find("round 1/", second) != std::string::npos;
+      },
+      30s));
+  ::kill(worker_pid_from_log(log), SIGKILL);  // no restarts left
+  ProcResult r = launcher.wait(30s);
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("restarting all workers (restart 1 of 1)"));
+  CHECK(processes_mentioning(dir.path().string()).empty());
+}
