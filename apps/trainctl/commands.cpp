@@ -9,6 +9,7 @@
 #include "config/load.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
+#include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 
@@ -30,6 +31,7 @@ launch::LaunchOptions launch_options(const LaunchArgs& args, launch::WorkerMode 
 
 int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
+  train::check_trainable(spec);  // refuse what this build cannot train before spawning
   return launch::run_launcher(spec, launch_options(args, launch::WorkerMode::train));
 }
 

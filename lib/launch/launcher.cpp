@@ -214,7 +214,10 @@ bool Launcher::join_nodes(int attempt) {
       return false;
     }
   }
-  if (nnodes_ > 1) spdlog::info("all {} nodes joined (attempt {})", nnodes_, attempt);
+  if (nnodes_ > 1) {
+    spdlog::info("all {} nodes joined (attempt {}); this node's workers listen on {}", nnodes_,
+                 attempt, node_addr_);
+  }
   return true;
 }
 
