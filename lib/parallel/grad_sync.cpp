@@ -1,0 +1,166 @@
+#include "parallel/grad_sync.h"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "model/gpt.h"
+
+namespace trainctl::parallel {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+GradSync::GradSync(comm::Communicator& dp, float* grads, std::vector<FloatRange> layers,
+                   GradSyncOptions options)
+    : dp_(dp),
+      grads_(grads),
+      buckets_(plan_buckets(layers, options.buckets)),
+      bucket_of_layer_(layers.size()),
+      communicate_(dp.size() > 1),
+      layers_pending_(buckets_.size()),
+      layer_ready_(layers.size()),
+      reducer_(dp, options.dtype) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l) {
+      bucket_of_layer_[static_cast<size_t>(l)] = static_cast<int>(b);
+    }
+  }
+  if (communicate_) thread_ = std::thread([this] { comm_loop(); });
+}
+
+GradSync::~GradSync() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GradSync::begin_micro_batch(bool last) {
+  if (syncing_) {
+    throw std::logic_error(
+        "GradSync: a micro-batch started while the previous step's gradients were still being "
+        "reduced; call finish() after the step's last micro-batch");
+  }
+  syncing_ = last;
+  if (!last) return;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    layers_pending_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
+  }
+  std::fill(layer_ready_.begin(), layer_ready_.end(), 0);
+}
+
+void GradSync::on_layer_ready(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= layer_ready_.size()) {
+    throw std::out_of_range("GradSync: layer index " + std::to_string(index) + " outside [0, " +
+                            std::to_string(layer_ready_.size()) + ")");
+  }
+  if (!syncing_) return;  // accumulation-only micro-batch
+  if (layer_ready_[static_cast<size_t>(index)]) {
+    throw std::logic_error("GradSync: layer " + std::to_string(index) +
+                           " reported ready twice in one micro-batch");
+  }
+  layer_ready_[static_cast<size_t>(index)] = 1;
+  const int b = bucket_of_layer_[static_cast<size_t>(index)];
+  if (--layers_pending_[static_cast<size_t>(b)] == 0) enqueue(b);
+}
+
+void GradSync::enqueue(int bucket) {
+  if (!communicate_) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(bucket);
+    ++enqueued_;
+  }
+  work_cv_.notify_one();
+}
+
+void GradSync::finish() {
+  if (!syncing_) {
+    stats_ = {};
+    return;
+  }
+  syncing_ = false;
+  const auto t0 = Clock::now();
+  StepCommStats s;
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [&] { return completed_ == enqueued_; });
+    s.comm_s = comm_s_;
+    s.collectives = completed_;
+    error = error_;
+    comm_s_ = 0.0;
+    enqueued_ = completed_ = 0;
+  }
+  s.exposed_s = seconds_between(t0, Clock::now());
+  if (error) {
+    stats_ = s;
+    std::rethrow_exception(error);
+  }
+  size_t bytes = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (layers_pending_[b] != 0) {
+      throw std::logic_error("GradSync: layer " + std::to_string(buckets_[b].last_layer) +
+                             " was never reported ready; is the model's grad-ready hook "
+                             "connected to on_layer_ready()?");
+    }
+    bytes += static_cast<size_t>(buckets_[b].size()) * reducer_.wire_bytes_per_element();
+  }
+  if (communicate_) s.wire_bytes = bytes;
+  stats_ = s;
+}
+
+void GradSync::comm_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const Bucket& bucket = buckets_[static_cast<size_t>(queue_.front())];
+    queue_.pop_front();
+    if (!error_) {
+      // The group is unusable after a failure: later buckets are only counted off.
+      lock.unlock();
+      std::exception_ptr error;
+      const auto t0 = Clock::now();
+      try {
+        reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      const double seconds = seconds_between(t0, Clock::now());
+      lock.lock();
+      comm_s_ += seconds;
+      if (error) error_ = error;
+    }
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) {
+  std::vector<FloatRange> layers;
+  for (int l = gpt.config().n_layer - 1; l >= -1; --l) layers.push_back(gpt.layer_range(l));
+  return layers;
+}
+
+std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,
+                                           const GradSyncOptions& options) {
+  auto sync =
+      std::make_unique<GradSync>(dp, gpt.params().grads(), backward_layer_ranges(gpt), options);
+  const int n_layer = gpt.config().n_layer;
+  GradSync* target = sync.get();
+  // The model counts layers n_layer-1 .. 0 then -1 (embeddings): position n_layer-1-l.
+  gpt.set_grad_ready_hook(
+      [target, n_layer](int layer) { target->on_layer_ready(n_layer - 1 - layer); });
+  return sync;
+}
+
+}  // namespace trainctl::parallel

@@ -1,0 +1,120 @@
+#pragma once
+// Synchronous data parallelism with communication overlapped with the backward pass.
+//
+// The flat gradient buffer is cut into buckets of whole layers (parallel/buckets.h). On
+// the micro-batch that completes an optimizer step, each bucket is summed over the DP
+// group as soon as the backward pass has finished its lowest layer, on a communication
+// thread, while the main thread goes on with the layers below. Earlier micro-batches of
+// the step only accumulate locally: nothing is sent before the last one.
+//
+// The reduction is a plain SUM (the trainer already weights each token's loss by 1 /
+// tokens-per-global-step), so DP=N with the same global batch reproduces DP=1.
+//
+// Threading contract: between the first on_layer_ready() of a syncing micro-batch and
+// finish(), the communication thread drives the DP communicator and writes the buckets'
+// parts of the gradient buffer. The caller must not use that communicator, nor read or
+// write a bucket's gradients other than through the backward pass that is running, until
+// finish() returns.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "parallel/buckets.h"
+#include "parallel/comm_stats.h"
+#include "parallel/grad_comm.h"
+
+namespace trainctl::model {
+class Gpt;
+}
+
+namespace trainctl::parallel {
+
+struct GradSyncOptions {
+  BucketOptions buckets;
+  GradCommDType dtype = GradCommDType::fp32;
+};
+
+class GradSync {
+ public:
+  // `grads` is the flat gradient buffer; `layers` gives each layer's range of it in the
+  // order the backward pass finishes them (see plan_buckets). With a DP group of one
+  // rank nothing is communicated and no thread is started.
+  GradSync(comm::Communicator& dp, float* grads, std::vector<FloatRange> layers,
+           GradSyncOptions options = {});
+  // Stops the communication thread after the collective it is running, if any (a
+  // collective whose peers have gone away ends with the communicator's timeout).
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
+
+  // Call before each micro-batch's backward pass. `last` = this micro-batch completes the
+  // step's gradients: its buckets are reduced as they become final. Throws
+  // std::logic_error if the previous syncing micro-batch was not finish()ed.
+  void begin_micro_batch(bool last);
+
+  // From the model's grad-ready hook: layer `index` (position in `layers`) has its final
+  // gradients for this micro-batch. Throws std::out_of_range / std::logic_error for an
+  // unknown index or one reported twice.
+  void on_layer_ready(int index);
+
+  // Waits until every bucket of a syncing micro-batch is summed over the DP group (no-op
+  // when the step had none). Afterwards the gradient buffer holds the sum and the DP
+  // communicator is free. Rethrows the comm::CommError the communication thread met (the
+  // group is then unusable: every later finish() throws it again). Throws
+  // std::logic_error if a layer was never reported ready (hook not connected).
+  void finish();
+
+  // Communication of the last finish()ed step.
+  const StepCommStats& stats() const { return stats_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+
+ private:
+  void comm_loop();
+  void enqueue(int bucket);
+
+  comm::Communicator& dp_;
+  float* grads_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> bucket_of_layer_;
+  const bool communicate_;
+
+  // Main thread only.
+  bool syncing_ = false;
+  std::vector<int> layers_pending_;  // per bucket, layers not yet ready this micro-batch
+  std::vector<char> layer_ready_;
+  StepCommStats stats_;
+
+  // Communication thread only.
+  GradReducer reducer_;
+
+  // Shared, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<int> queue_;
+  int enqueued_ = 0;
+  int completed_ = 0;
+  double comm_s_ = 0.0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+
+  std::thread thread_;  // last: started once everything above exists
+};
+
+// Each layer's range of `gpt`'s gradient buffer in the order its backward pass finishes
+// them: blocks n_layer-1 .. 0 (the last one includes ln_f), then the embeddings.
+std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt);
+
+// A GradSync over `gpt`'s gradients with gpt's grad-ready hook connected to it. The hook
+// refers to the returned object: run no backward pass after destroying it (or clear the
+// hook with gpt.set_grad_ready_hook({}) first).
+std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,
+                                           const GradSyncOptions& options = {});
+
+}  // namespace trainctl::parallel

@@ -1,0 +1,137 @@
+#include "parallel/zero_optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace trainctl::parallel {
+
+ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::Backend& backend,
+                     const optim::OptimizerOptions& options, int stage)
+    : dp_(dp),
+      params_(params),
+      backend_(backend),
+      options_(options),
+      stage_(stage),
+      layout_(make_shard_layout(params.total(), dp.size())) {
+  if (stage != 1 && stage != 2) {
+    throw std::invalid_argument("ZeRO stage must be 1 or 2, got " + std::to_string(stage));
+  }
+  if (options.type != "adamw") {
+    throw std::invalid_argument("ZeRO optimizer sharding supports optimizer.type adamw, not " +
+                                options.type);
+  }
+  const auto shard = static_cast<size_t>(layout_.shard_size);
+  m_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
+  v_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
+  if (stage_ == 2) grad_shard_.resize(shard);
+  send_shard_.resize(shard);
+  if (layout_.padded()) padded_.resize(static_cast<size_t>(layout_.padded_total()));
+}
+
+ZeroAdamW::~ZeroAdamW() {
+  backend_.free(m_);
+  backend_.free(v_);
+}
+
+template <class Fn>
+void ZeroAdamW::timed(size_t wire_bytes, Fn&& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.comm_s += s;
+  stats_.exposed_s += s;
+  stats_.collectives += 1;
+  stats_.wire_bytes += wire_bytes;
+}
+
+float* ZeroAdamW::shard_grads() {
+  return stage_ == 2 ? grad_shard_.data() : params_.grads() + shard_begin();
+}
+
+void ZeroAdamW::reduce_gradients() {
+  stats_ = {};
+  if (stage_ != 2) return;
+  const auto shard = static_cast<size_t>(layout_.shard_size);
+  if (dp_.size() == 1) {
+    std::memcpy(grad_shard_.data(), params_.grads(),
+                static_cast<size_t>(params_.total()) * sizeof(float));
+    return;
+  }
+  const float* in = params_.grads();
+  if (layout_.padded()) {
+    // The reduce-scatter takes whole blocks: pad the local gradients with zeros.
+    const auto total = static_cast<size_t>(layout_.total);
+    std::memcpy(padded_.data(), params_.grads(), total * sizeof(float));
+    std::fill(padded_.begin() + static_cast<std::ptrdiff_t>(total), padded_.end(), 0.0f);
+    in = padded_.data();
+  }
+  timed(static_cast<size_t>(layout_.padded_total()) * sizeof(float),
+        [&] { dp_.reduce_scatter(in, grad_shard_.data(), shard); });
+}
+
+double ZeroAdamW::grad_norm() {
+  const auto n = static_cast<size_t>(shard_end() - shard_begin());
+  const double local = n > 0 ? backend_.sum_squares(shard_grads(), n) : 0.0;
+  if (dp_.size() == 1) return std::sqrt(local);
+  // Each rank's double travels bit for bit (as two floats' worth of bytes) and every rank
+  // adds them in rank order: the same norm everywhere, with no float rounding.
+  static_assert(sizeof(double) == 2 * sizeof(float));
+  float mine[2];
+  std::memcpy(mine, &local, sizeof local);
+  std::vector<float> all(2 * static_cast<size_t>(dp_.size()));
+  timed(sizeof local, [&] { dp_.allgather(mine, all.data(), 2); });
+  double sum = 0.0;
+  for (int r = 0; r < dp_.size(); ++r) {
+    double part = 0.0;
+    std::memcpy(&part, all.data() + 2 * r, sizeof part);
+    sum += part;
+  }
+  return std::sqrt(sum);
+}
+
+double ZeroAdamW::clip_grad_norm(double norm, double max_norm) {
+  if (max_norm <= 0 || norm <= max_norm || !std::isfinite(norm)) return 1.0;
+  // Same factor as optim::clip_grad_norm, so sharded and unsharded runs match.
+  const double factor = max_norm / (norm + 1e-6);
+  const auto n = static_cast<size_t>(shard_end() - shard_begin());
+  if (n > 0) backend_.scale(shard_grads(), static_cast<float>(factor), n);
+  return factor;
+}
+
+void ZeroAdamW::step(double lr) {
+  ++t_;
+  const int64_t begin = shard_begin(), end = shard_end();
+  float* grads = shard_grads();
+  // The slice may start or end inside a parameter: update each parameter's overlap with
+  // it, so weight decay follows the parameter and alignment gaps stay untouched.
+  for (const model::Param& p : params_.list()) {
+    const int64_t a = std::max(begin, p.offset);
+    const int64_t b = std::min(end, p.offset + p.numel);
+    if (a >= b) continue;
+    const float wd = p.weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f;
+    const int64_t k = a - begin;
+    backend_.adamw(params_.data() + a, grads + k, m_ + k, v_ + k, static_cast<size_t>(b - a),
+                   static_cast<float>(lr), static_cast<float>(options_.beta1),
+                   static_cast<float>(options_.beta2), static_cast<float>(options_.eps), wd, t_);
+  }
+  if (dp_.size() == 1) return;
+  const auto shard = static_cast<size_t>(layout_.shard_size);
+  const auto owned = static_cast<size_t>(end - begin);
+  std::memcpy(send_shard_.data(), params_.data() + begin, owned * sizeof(float));
+  std::fill(send_shard_.begin() + static_cast<std::ptrdiff_t>(owned), send_shard_.end(), 0.0f);
+  float* out = layout_.padded() ? padded_.data() : params_.data();
+  timed(shard * sizeof(float), [&] { dp_.allgather(send_shard_.data(), out, shard); });
+  if (layout_.padded()) {
+    std::memcpy(params_.data(), padded_.data(), static_cast<size_t>(layout_.total) * sizeof(float));
+  }
+}
+
+size_t ZeroAdamW::state_bytes() const {
+  return 2 * static_cast<size_t>(layout_.shard_size) * sizeof(float);
+}
+
+}  // namespace trainctl::parallel
