@@ -137,7 +137,11 @@ int run_worker() {
     return kExitBadInput;
   }
   log::init(env.rank, env.world_size);
-  launch::install_worker_signal_handlers();
+  launch::ignore_sigpipe();
+  // Only the self-test stops at a safe point (between rounds). The training engine does
+  // not poll stop_requested() yet, so in train mode SIGTERM keeps its default action and
+  // a preempted worker ends at once instead of after the launcher's grace period.
+  if (env.mode == launch::WorkerMode::selftest) launch::install_worker_signal_handlers();
   spdlog::info("worker started: pid {}, node {}, local rank {}, mode {}, attempt {}", ::getpid(),
                env.node_rank, env.local_rank, launch::to_string(env.mode), env.restart);
   try {

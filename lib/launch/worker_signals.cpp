@@ -20,8 +20,9 @@ void install_worker_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESETHAND | SA_RESTART;  // once: the next one is fatal
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 }
+
+void ignore_sigpipe() { signal(SIGPIPE, SIG_IGN); }
 
 bool stop_requested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
 

@@ -6,9 +6,14 @@
 // default action (the process dies), so a stuck worker still goes away.
 namespace trainctl::launch {
 
-// Handles SIGTERM, SIGINT and SIGUSR1; ignores SIGPIPE (a closed console must not kill
-// a worker; broken sockets surface as errors instead).
+// Handles SIGTERM, SIGINT and SIGUSR1. Install it only in code that polls stop_requested()
+// at safe points: otherwise the default action (exit at once) ends a stopped worker faster
+// than the launcher's grace period would.
 void install_worker_signal_handlers();
+
+// A closed console or socket must not kill a worker with SIGPIPE; the write fails with
+// EPIPE instead and surfaces as an error. Every worker calls this.
+void ignore_sigpipe();
 
 bool stop_requested();
 // The signal that asked to stop, 0 if none.
