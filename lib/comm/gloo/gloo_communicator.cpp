@@ -151,8 +151,8 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
       case AllreduceAlgo::ring: {
         auto blocks = ring::split_evenly(count, size());
         ring::allreduce(*context_, data, blocks, op == ReduceOp::sum ? sum_into : max_into,
-                        ring_segment_floats(), take_slots(2 * static_cast<uint32_t>(size())),
-                        options_.timeout);
+                        ring_segment_floats(), std::max<size_t>(1, options_.ring_window), staging_,
+                        take_slots(2 * static_cast<uint32_t>(size())), options_.timeout);
         break;
       }
       case AllreduceAlgo::gloo_ring: {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_options.h"
@@ -59,6 +60,7 @@ class GlooCommunicator final : public Communicator {
   std::string name_;
   GlooOptions options_;
   uint32_t next_collective_tag_ = 0;
+  std::vector<float> staging_;  // the ring allreduce's receive window, kept across calls
 };
 
 }  // namespace trainctl::comm

@@ -33,7 +33,9 @@ struct GlooOptions {
   size_t small_allreduce_bytes = 256 * 1024;
   // Largest message of the `ring` allreduce's and reduce_scatter's reduce phase:
   // smaller segments let reduction overlap transfer, at a handshake per segment.
-  size_t ring_segment_bytes = 1024 * 1024;
+  size_t ring_segment_bytes = 256 * 1024;
+  // Segments in flight at once in the `ring` allreduce's reduce phase.
+  size_t ring_window = 4;
   // Segment size for gloo_ring; Gloo's default (1 MiB) is several times slower here.
   size_t gloo_ring_segment_bytes = 16 * 1024 * 1024;
 };

@@ -85,6 +85,45 @@ void exchange_and_reduce(gloo::Context& ctx, const float* send_ptr, size_t send_
   }
 }
 
+// Like exchange_and_reduce, for an in-place target: each received segment lands in a
+// small staging window (reused across calls, so no page faults, and still in cache when
+// reduced) and at most `window` segments are in flight, as in Gloo's own ring.
+void exchange_and_reduce_staged(gloo::Context& ctx, const float* send_ptr, size_t send_count,
+                                int dst, float* target, size_t recv_count, int src, ReduceFn reduce,
+                                size_t segment, size_t window, std::vector<float>& staging,
+                                uint64_t slot, std::chrono::milliseconds timeout) {
+  const std::string from = "receiving from rank " + std::to_string(src);
+  const std::string to = "sending to rank " + std::to_string(dst);
+  const size_t n_recv = (recv_count + segment - 1) / segment;
+  const size_t slots = std::min(window, n_recv);
+  if (staging.size() < slots * segment) staging.resize(slots * segment);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> rbufs(slots);
+  auto post_recv = [&](size_t k) {
+    const size_t n = std::min(segment, recv_count - k * segment);
+    auto& buf = rbufs[k % slots];
+    buf = ctx.createUnboundBuffer(staging.data() + (k % slots) * segment, n * sizeof(float));
+    naming_peer(from, [&] { buf->recv(src, slot); });
+  };
+  for (size_t k = 0; k < slots; ++k) post_recv(k);
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sbufs;
+  for (size_t at = 0; at < send_count; at += segment) {
+    const size_t n = std::min(segment, send_count - at);
+    // Gloo's buffer type is not const-aware; a send only reads the memory.
+    sbufs.push_back(ctx.createUnboundBuffer(const_cast<float*>(send_ptr + at), n * sizeof(float)));
+    naming_peer(to, [&] { sbufs.back()->send(dst, slot); });
+  }
+  for (size_t k = 0; k < n_recv; ++k) {
+    naming_peer(from, [&] { wait_or_throw(rbufs[k % slots]->waitRecv(timeout), "receive"); });
+    const size_t at = k * segment;
+    reduce(target + at, staging.data() + (k % slots) * segment, std::min(segment, recv_count - at));
+    // Segments of one slot are matched in the order their receives are posted.
+    if (k + slots < n_recv) post_recv(k + slots);
+  }
+  for (auto& sbuf : sbufs) {
+    naming_peer(to, [&] { wait_or_throw(sbuf->waitSend(timeout), "send"); });
+  }
+}
+
 }  // namespace
 
 Blocks split_evenly(size_t total, int ranks) {
@@ -131,21 +170,20 @@ void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t bloc
 }
 
 void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn reduce,
-               size_t segment, uint64_t slot, std::chrono::milliseconds timeout) {
+               size_t segment, size_t window, std::vector<float>& staging, uint64_t slot,
+               std::chrono::milliseconds timeout) {
   const int p = ctx.size;
   const int r = ctx.rank;
   if (p == 1) return;
   const int right = mod(r + 1, p);
   const int left = mod(r - 1, p);
-  const size_t max_block = *std::max_element(blocks.count.begin(), blocks.count.end());
-  std::vector<float> tmp(max_block);
   // Reduce-scatter: after p-1 steps rank r holds the full reduction of block r.
   for (int s = 0; s < p - 1; ++s) {
     const auto sb = static_cast<size_t>(mod(r - s - 1, p));
     const auto rb = static_cast<size_t>(mod(r - s - 2, p));
-    exchange_and_reduce(ctx, data + blocks.offset[sb], blocks.count[sb], right, tmp.data(),
-                        blocks.count[rb], left, data + blocks.offset[rb], tmp.data(), reduce,
-                        segment, slot + s, timeout);
+    exchange_and_reduce_staged(ctx, data + blocks.offset[sb], blocks.count[sb], right,
+                               data + blocks.offset[rb], blocks.count[rb], left, reduce, segment,
+                               window, staging, slot + s, timeout);
   }
   // Allgather: each reduced block travels once around the ring, received in place.
   for (int s = 0; s < p - 1; ++s) {

@@ -33,10 +33,12 @@ void reduce_scatter(gloo::Context& ctx, const float* in, float* out, size_t bloc
                     std::chrono::milliseconds timeout);
 
 // In place over `data` laid out as `blocks`: afterwards every rank holds op over ranks of
-// every element. Reduce-scatter then allgather, 2(ranks-1) steps. Uses slots
-// [slot, slot + 2 * ranks). `segment` as for reduce_scatter.
+// every element. Reduce-scatter then allgather, 2(ranks-1) steps. The reduce phase moves
+// segments of `segment` floats, at most `window` in flight, staged in `staging` (grown
+// as needed; pass the same vector every call). Uses slots [slot, slot + 2 * ranks).
 void allreduce(gloo::Context& ctx, float* data, const Blocks& blocks, ReduceFn reduce,
-               size_t segment, uint64_t slot, std::chrono::milliseconds timeout);
+               size_t segment, size_t window, std::vector<float>& staging, uint64_t slot,
+               std::chrono::milliseconds timeout);
 
 // In place over `count` floats: every rank sends its whole buffer to every other rank
 // and reduces all contributions in rank order, so results are bitwise equal everywhere.
