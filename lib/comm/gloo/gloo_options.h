@@ -11,7 +11,7 @@ namespace trainctl::comm {
 enum class AllreduceAlgo {
   automatic,
   direct,            // every rank sends its buffer to every other: one round, for small sizes
-  ring,              // reduce-scatter + allgather ring over unbound buffers, one message per block
+  ring,              // reduce-scatter + allgather ring over unbound buffers (ring_collectives.h)
   gloo_ring,         // gloo::allreduce RING (segmented, `gloo_ring_segment_bytes`)
   ring_chunked,      // legacy gloo::AllreduceRingChunked
   halving_doubling,  // legacy gloo::AllreduceHalvingDoubling
@@ -27,16 +27,18 @@ struct GlooOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   AllreduceAlgo allreduce_algo = AllreduceAlgo::automatic;
   // With `automatic`: `direct` (one round of messages) while the bytes each rank sends,
-  // count * 4 * (ranks - 1), stay within this; `ring` (least data per rank) above. Measured
-  // with 2 processes on loopback: direct ~85 us vs ring ~170 us up to 16 KiB, equal
-  // around 256 KiB, ring 2-3x faster from 4 MiB.
+  // count * 4 * (ranks - 1), stay within this; `ring` (least data per rank) above.
+  // Measured with 2 processes on loopback (2 cores): direct is ~2x faster than ring up
+  // to 16 KiB, they cross between 256 KiB and 1 MiB.
   size_t small_allreduce_bytes = 256 * 1024;
   // Largest message of the `ring` allreduce's and reduce_scatter's reduce phase:
   // smaller segments let reduction overlap transfer, at a handshake per segment.
   size_t ring_segment_bytes = 256 * 1024;
   // Segments in flight at once in the `ring` allreduce's reduce phase.
   size_t ring_window = 4;
-  // Segment size for gloo_ring; Gloo's default (1 MiB) is several times slower here.
+  // Segment size for gloo_ring (Gloo's default is 1 MiB). Field notes measured 1 MiB as
+  // several times slower than 4-16 MiB on a loaded loopback; on an idle one 1 MiB wins
+  // at 64 MiB. Only used when gloo_ring is chosen explicitly.
   size_t gloo_ring_segment_bytes = 16 * 1024 * 1024;
 };
 

@@ -1,10 +1,11 @@
 #pragma once
-// Ring collectives built from Gloo's point-to-point unbound buffers. Gloo's own ring
-// allreduce moves data in 1 MiB segments with a handshake each, which is slow on
-// loopback, and Gloo has no general reduce-scatter; these rings send each block as one
-// message, work for any element count (blocks may be empty) and any group size.
-// Every rank of the context must call the same function with the same block layout
-// and slot; gloo exceptions (dead peer, timeout) propagate to the caller.
+// Collectives built from Gloo's point-to-point unbound buffers. Gloo has no general
+// reduce-scatter, and its own ring allreduce pays a handshake per 1 MiB segment with only
+// two in flight; these rings post several segments at once (or whole blocks), work for
+// any element count (blocks may be empty) and any group size, and give bitwise the same
+// result on every rank. Every rank of the context must call the same function with the
+// same block layout and slot; Gloo exceptions (dead peer, timeout) propagate to the
+// caller, prefixed with the peer's rank.
 #include <gloo/context.h>
 
 #include <chrono>
