@@ -1,5 +1,6 @@
 #include "train_mode.h"
 
+#include "launch/worker_signals.h"
 #include "train/trainer.h"
 #include "util/exit_codes.h"
 
@@ -7,11 +8,15 @@ namespace trainctl::app {
 
 int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
                    const launch::WorkerEnv& env) {
+  // The engine polls for a stop once per step, so SIGTERM/SIGINT/SIGUSR1 end the run at a
+  // step boundary with metrics flushed and the model exported.
+  launch::install_worker_signal_handlers();
   train::TrainContext ctx;
   ctx.run_dir = env.run_dir;
   ctx.console_fd = env.console_fd;
-  train::run_training(spec, groups, ctx);
-  return kExitOk;
+  ctx.should_stop = [] { return launch::stop_requested(); };
+  const train::TrainResult result = train::run_training(spec, groups, ctx);
+  return result.stopped ? kExitPreempted : kExitOk;
 }
 
 }  // namespace trainctl::app

@@ -54,7 +54,8 @@ std::string to_yaml(const JobSpec& s) {
 
   const ParallelSpec& p = s.parallel;
   y << "parallel:\n  dp: " << p.dp << "\n  tp: " << p.tp << "\n  pp: " << p.pp
-    << "\n  schedule: " << p.schedule << "\n  zero: " << p.zero << "\n";
+    << "\n  schedule: " << p.schedule << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
+    << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
 
   const TrainingSpec& t = s.training;
   y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size

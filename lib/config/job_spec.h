@@ -35,8 +35,10 @@ struct ParallelSpec {
   int dp = 1;
   int tp = 1;
   int pp = 1;
-  std::string schedule = "1f1b";  // gpipe | 1f1b
-  int zero = 0;                   // 0 | 1 | 2
+  std::string schedule = "1f1b";   // gpipe | 1f1b
+  int zero = 0;                    // 0 | 1 | 2
+  std::string grad_comm = "fp32";  // fp32 | bf16: dtype of DP gradient traffic
+  double bucket_mb = 4.0;          // DP gradient bucket size (MiB), buckets hold whole layers
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -56,13 +56,17 @@ void read_data(const MapReader& top, DataSpec& data) {
 }
 
 void read_parallel(const MapReader& top, ParallelSpec& parallel) {
-  const MapReader r = top.section("parallel", {"dp", "tp", "pp", "schedule", "zero"});
+  const MapReader r =
+      top.section("parallel", {"dp", "tp", "pp", "schedule", "zero", "grad_comm", "bucket_mb"});
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
   r.read_choice("schedule", parallel.schedule, {"gpipe", "1f1b"},
                 {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}});
   r.read_choice("zero", parallel.zero, {0, 1, 2});
+  r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
+                {{"bfloat16", "bf16"}, {"float32", "fp32"}});
+  r.read("bucket_mb", parallel.bucket_mb, {0, true, 1024, false});
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {

@@ -25,8 +25,10 @@ void check_trainable(const config::JobSpec& spec) {
            "pipeline parallel training is not available yet; use pp: 1 (`trainctl selftest` "
            "can still verify the layout's process groups)");
   }
-  if (spec.parallel.zero != 0) {
-    refuse(spec, "parallel.zero", "ZeRO sharding is not available yet; use zero: 0");
+  if (spec.parallel.zero != 0 && spec.optimizer.type != "adamw") {
+    refuse(
+        spec, "parallel.zero",
+        "ZeRO shards AdamW's state; with optimizer.type " + spec.optimizer.type + " use zero: 0");
   }
   if (spec.precision.compute != config::DType::fp32) {
     refuse(spec, "precision.compute",

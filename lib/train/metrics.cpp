@@ -65,6 +65,9 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["tokens_per_s"] = m.tokens_per_s;
     j["step_ms"] = m.step_ms;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
+    if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
+    j["optimizer_state_mb"] = m.optimizer_state_mb;
     j["elapsed_s"] = m.elapsed_s;
     file_ << j.dump() << '\n';
     file_.flush();

@@ -19,6 +19,11 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   std::optional<double> val_loss;
+  // Data-parallel communication this step (absent with one DP rank): time in collectives
+  // and the part the training thread waited for (not hidden behind the backward pass).
+  std::optional<double> comm_ms;
+  std::optional<double> exposed_comm_ms;
+  double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
   double elapsed_s = 0.0;
 };
 

@@ -13,6 +13,8 @@
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero_optimizer.h"
 #include "train/export.h"
 #include "train/metrics.h"
 #include "train/model_setup.h"
@@ -59,7 +61,27 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   model::Gpt gpt(cfg, *backend, mb, T);
   gpt.init_weights(spec.seed);
   auto dataset = data::make_dataset(dataset_options(spec));
-  auto optimizer = optim::make_optimizer(optimizer_options(spec), gpt.params(), *backend);
+  comm::Communicator& dp = *groups.dp;
+  // Data parallelism as composable pieces: gradient buckets reduced during the backward
+  // pass (plain DP and ZeRO-1), or a reduce-scatter after it (ZeRO-2), and the optimizer
+  // either whole on every rank or sharded over the DP group (ZeRO-1/2).
+  const int zero_stage = dp.size() > 1 ? spec.parallel.zero : 0;
+  std::unique_ptr<parallel::ZeroAdamW> zero;
+  std::unique_ptr<optim::Optimizer> plain_optimizer;
+  if (zero_stage > 0) {
+    zero = std::make_unique<parallel::ZeroAdamW>(dp, gpt.params(), *backend,
+                                                 optimizer_options(spec), zero_stage);
+  } else {
+    plain_optimizer = optim::make_optimizer(optimizer_options(spec), gpt.params(), *backend);
+  }
+  optim::Optimizer& optimizer = zero ? static_cast<optim::Optimizer&>(*zero) : *plain_optimizer;
+  std::unique_ptr<parallel::GradSync> grad_sync;
+  if (zero_stage != 2) {
+    parallel::GradSyncOptions sync_options;
+    sync_options.buckets.bucket_bytes = static_cast<size_t>(spec.parallel.bucket_mb * (1 << 20));
+    sync_options.dtype = parallel::parse_grad_comm_dtype(spec.parallel.grad_comm);
+    grad_sync = parallel::attach_grad_sync(gpt, dp, sync_options);
+  }
   const optim::LrSchedule schedule{spec.optimizer.lr, spec.optimizer.min_lr,
                                    spec.optimizer.warmup_steps, steps, spec.optimizer.decay};
   const data::BatchLayout layout{mb, T, accum, spec.parallel.dp, groups.coord.dp};
@@ -67,7 +89,6 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
   // then summed, so the result equals one worker processing the whole global batch.
   const float grad_scale = 1.0f / static_cast<float>(tokens_per_step);
-  comm::Communicator& dp = *groups.dp;
 
   MetricsReporter reporter(reporter_rank ? ctx.run_dir / "metrics.jsonl" : "",
                            reporter_rank ? ctx.console_fd : -1);
@@ -104,29 +125,46 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     double loss_sum = 0.0;
     int64_t loss_count = 0;
     for (int m = 0; m < accum; ++m) {
+      // Gradient buckets travel only with the step's last micro-batch.
+      if (grad_sync) grad_sync->begin_micro_batch(m + 1 == accum);
       int64_t n = 0;
       loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
                                        batch.micro_targets(layout, m), grad_scale, &n);
       loss_count += n;
     }
+    parallel::StepCommStats comm_stats;
+    if (grad_sync) {
+      grad_sync->finish();
+      comm_stats += grad_sync->stats();
+    }
+    if (zero) zero->reduce_gradients();
+    bool stop = ctx.should_stop && ctx.should_stop();
     if (dp.size() > 1) {
-      dp.allreduce(gpt.params().grads(), static_cast<size_t>(gpt.params().total()));
-      float totals[2] = {static_cast<float>(loss_sum), static_cast<float>(loss_count)};
-      dp.allreduce(totals, 2);
+      // One small collective agrees on the step's loss and on stopping (a stop signal may
+      // reach the ranks at different steps; all of them must leave at the same one).
+      float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(loss_count),
+                         stop ? 1.0f : 0.0f};
+      dp.allreduce(totals, 3);
       loss_sum = totals[0];
       loss_count = static_cast<int64_t>(totals[1]);
+      stop = totals[2] > 0;
     }
     const double loss = loss_sum / static_cast<double>(loss_count);
-    const double norm = optim::grad_norm(gpt.params(), *backend);
+    const double norm = zero ? zero->grad_norm() : optim::grad_norm(gpt.params(), *backend);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       throw std::runtime_error(
           "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(loss) +
           ", gradient norm " + std::to_string(norm) +
           ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
     }
-    optim::clip_grad_norm(gpt.params(), *backend, norm, spec.training.grad_clip);
+    if (zero) {
+      zero->clip_grad_norm(norm, spec.training.grad_clip);
+    } else {
+      optim::clip_grad_norm(gpt.params(), *backend, norm, spec.training.grad_clip);
+    }
     const double lr = schedule.at(step);
-    optimizer->step(lr);
+    optimizer.step(lr);
+    if (zero) comm_stats += zero->stats();
     ++window_steps;
 
     StepMetrics m;
@@ -137,7 +175,12 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     m.grad_norm = norm;
     m.step_ms = seconds_since(t_step) * 1e3;
     m.elapsed_s = seconds_since(t_start);
-    const bool last = step + 1 == steps;
+    if (dp.size() > 1) {
+      m.comm_ms = comm_stats.comm_s * 1e3;
+      m.exposed_comm_ms = comm_stats.exposed_s * 1e3;
+    }
+    m.optimizer_state_mb = static_cast<double>(optimizer.state_bytes()) / (1 << 20);
+    const bool last = step + 1 == steps || stop;
     if (spec.training.eval_every > 0 && ((step + 1) % spec.training.eval_every == 0 || last)) {
       m.val_loss = evaluate(gpt, *dataset, layout, spec.training.eval_batches, dp);
       result.final_val_loss = *m.val_loss;
@@ -157,18 +200,23 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     }
     result.steps = step + 1;
     result.final_loss = loss;
+    if (stop) {
+      result.stopped = true;
+      break;
+    }
   }
   const double total_s = seconds_since(t_start);
-  result.tokens_per_s = static_cast<double>(steps * tokens_per_step) / total_s;
+  result.tokens_per_s = static_cast<double>(result.steps * tokens_per_step) / total_s;
 
   if (reporter_rank) {
     const auto model_path = ctx.run_dir / "model.safetensors";
     export_model(gpt, spec, model_path);
     char line[512];
     std::snprintf(line, sizeof line,
-                  "done: %lld steps in %.1f s | final loss %.4f%s | %.0f tokens/s (%.1f "
+                  "%s: %lld steps in %.1f s | final loss %.4f%s | %.0f tokens/s (%.1f "
                   "GFLOP/s model) | model: %s",
-                  static_cast<long long>(steps), total_s, result.final_loss,
+                  result.stopped ? "stopped" : "done", static_cast<long long>(result.steps),
+                  total_s, result.final_loss,
                   result.final_val_loss >= 0
                       ? (" | val " + std::to_string(result.final_val_loss).substr(0, 6)).c_str()
                       : "",

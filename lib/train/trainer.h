@@ -1,6 +1,7 @@
 #pragma once
 // The training engine of one worker: model shard, data, optimizer, metrics, export.
 #include <filesystem>
+#include <functional>
 
 #include "comm/process_groups.h"
 #include "config/job_spec.h"
@@ -10,6 +11,9 @@ namespace trainctl::train {
 struct TrainContext {
   std::filesystem::path run_dir;
   int console_fd = -1;  // the launcher's stdout (global rank 0 only), else -1
+  // Polled once per step: true asks the run to stop cleanly after that step (the model is
+  // still exported). Unset: never.
+  std::function<bool()> should_stop;
 };
 
 struct TrainResult {
@@ -17,6 +21,7 @@ struct TrainResult {
   double final_loss = 0.0;
   double final_val_loss = -1.0;  // < 0: never evaluated
   double tokens_per_s = 0.0;
+  bool stopped = false;  // should_stop() ended the run early
 };
 
 // Refuses (trainctl::InputError, exit code 2) spec features this build cannot train
