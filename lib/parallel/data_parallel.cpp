@@ -1,0 +1,58 @@
+#include "parallel/data_parallel.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace trainctl::parallel {
+
+DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& backend,
+                           const optim::OptimizerOptions& optimizer,
+                           const DataParallelOptions& options)
+    : gpt_(gpt), backend_(backend), zero_stage_(options.zero_stage) {
+  if (zero_stage_ < 0 || zero_stage_ > 2) {
+    throw std::invalid_argument("parallel.zero must be 0, 1 or 2, got " +
+                                std::to_string(zero_stage_));
+  }
+  if (zero_stage_ == 0) {
+    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
+  } else {
+    auto zero = std::make_unique<ZeroAdamW>(dp, gpt.params(), backend, optimizer, zero_stage_);
+    zero_ = zero.get();
+    optimizer_ = std::move(zero);
+  }
+  // ZeRO-2 keeps only its shard of the summed gradient: no bucketed allreduce.
+  if (zero_stage_ != 2) sync_ = attach_grad_sync(gpt, dp, options.sync);
+}
+
+DataParallel::~DataParallel() {
+  if (sync_) gpt_.set_grad_ready_hook({});
+}
+
+void DataParallel::begin_micro_batch(bool last) {
+  if (sync_) sync_->begin_micro_batch(last);
+}
+
+void DataParallel::reduce_gradients() {
+  if (sync_) sync_->finish();
+  if (zero_) zero_->reduce_gradients();
+}
+
+double DataParallel::grad_norm() {
+  return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
+}
+
+double DataParallel::clip_grad_norm(double norm, double max_norm) {
+  return zero_ ? zero_->clip_grad_norm(norm, max_norm)
+               : optim::clip_grad_norm(gpt_.params(), backend_, norm, max_norm);
+}
+
+void DataParallel::step(double lr) { optimizer_->step(lr); }
+
+StepCommStats DataParallel::stats() const {
+  StepCommStats s;
+  if (sync_) s += sync_->stats();
+  if (zero_) s += zero_->stats();
+  return s;
+}
+
+}  // namespace trainctl::parallel

@@ -1,0 +1,80 @@
+#pragma once
+// One object for everything data parallelism does around a GPT's training step: gradient
+// buckets reduced during the backward pass (GradSync), the optimizer (plain, or ZeRO-1/2
+// sharded AdamW), the global gradient norm and clipping, and communication statistics.
+// With a DP group of one rank it is a plain optimizer step with no communication.
+//
+// Per optimizer step, on every rank of the DP group:
+//   gpt.params().zero_grads();
+//   for (int m = 0; m < accum; ++m) {
+//     dp.begin_micro_batch(m == accum - 1);
+//     gpt.forward_backward(...);
+//   }
+//   dp.reduce_gradients();               // gradients now summed over DP (ZeRO-2: own shard)
+//   ... the DP communicator is free again (e.g. to sum the loss) ...
+//   const double norm = dp.grad_norm();  // of the summed gradient, same on every rank
+//   dp.clip_grad_norm(norm, max_norm);
+//   dp.step(lr);                         // every rank now holds the same updated model
+//   dp.stats();                          // this step's communication time, exposed part
+#include <memory>
+
+#include "comm/communicator.h"
+#include "model/gpt.h"
+#include "ops/backend.h"
+#include "optim/optimizer.h"
+#include "parallel/comm_stats.h"
+#include "parallel/grad_sync.h"
+#include "parallel/zero_optimizer.h"
+
+namespace trainctl::parallel {
+
+struct DataParallelOptions {
+  int zero_stage = 0;  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only)
+  // Buckets and wire format of the overlapped reduction (plain DP and ZeRO-1; ZeRO-2
+  // reduce-scatters the whole buffer in fp32 after the backward pass).
+  GradSyncOptions sync;
+};
+
+class DataParallel {
+ public:
+  // Connects gpt's grad-ready hook (cleared again by the destructor). `dp`, `gpt` and
+  // `backend` must outlive this object. Throws std::invalid_argument for a ZeRO stage
+  // other than 0-2 or ZeRO with an optimizer other than AdamW.
+  DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& backend,
+               const optim::OptimizerOptions& optimizer, const DataParallelOptions& options);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  // Before each micro-batch's forward/backward; `last` for the step's final one.
+  void begin_micro_batch(bool last);
+  // After the step's last backward pass: waits for the overlapped buckets (rethrowing a
+  // comm::CommError), or reduce-scatters for ZeRO-2. Starts this step's stats.
+  void reduce_gradients();
+  // Global L2 norm of the summed gradient (collective under ZeRO).
+  double grad_norm();
+  // Scales the gradient (or the owned shard) so its norm is at most max_norm; returns
+  // the factor (1 when max_norm <= 0 or the norm is within it).
+  double clip_grad_norm(double norm, double max_norm);
+  // Optimizer update (under ZeRO followed by the parameter allgather).
+  void step(double lr);
+
+  // Optimizer state held by this rank (falls by ~dp under ZeRO).
+  size_t optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+  // Communication of the current step: gradient buckets plus ZeRO's collectives. Read it
+  // after step().
+  StepCommStats stats() const;
+  int zero_stage() const { return zero_stage_; }
+  // Null for ZeRO-2 (no overlapped reduction).
+  const GradSync* grad_sync() const { return sync_.get(); }
+
+ private:
+  model::Gpt& gpt_;
+  ops::Backend& backend_;
+  int zero_stage_;
+  std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
+};
+
+}  // namespace trainctl::parallel
