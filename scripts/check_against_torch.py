@@ -141,14 +141,27 @@ def main(out_dir):
         [{"params": decay, "weight_decay": opt["weight_decay"]},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"])
+    clipped = {n: p.grad.detach().clone() for n, p in named.items()}
+    before = {n: p.detach().clone() for n, p in named.items()}
     adamw.step()
-    worst = 0.0
+    # AdamW's first step moves each weight by lr * g / (|g| + eps): where |g| is near eps
+    # (e.g. the key bias, whose exact gradient is zero: softmax ignores a constant shift)
+    # the direction is rounding noise in any implementation. Those elements are only
+    # checked to move by at most lr (plus weight decay); all others must agree closely.
+    worst, skipped = 0.0, 0
     for name, w in updated.items():
-        e = rel_err(w, named[name].detach())
+        ours, theirs = w - before[name], named[name].detach() - before[name]
+        well_posed = clipped[name].abs() > 1e-6
+        skipped += int((~well_posed).sum())
+        e = rel_err(ours[well_posed], theirs[well_posed]) if well_posed.any() else 0.0
         worst = max(worst, e)
         if e >= 1e-5:
-            failures.append(f"updated weight {name}: rel.err {e:.2e} >= 1e-5")
-    print(f"weights after one AdamW step: worst relative error {worst:.2e}")
+            failures.append(f"update of {name}: rel.err {e:.2e} >= 1e-5")
+        bound = opt["lr"] * (1 + opt["weight_decay"] * before[name].abs().max().item()) * 1.001
+        if ours[~well_posed].abs().max().item() > bound if (~well_posed).any() else False:
+            failures.append(f"update of {name}: an ill-conditioned element moved more than lr")
+    print(f"weights after one AdamW step: worst relative error of the update {worst:.2e} "
+          f"({skipped} elements with |grad| <= 1e-6 only bounded)")
 
     if failures:
         print("MISMATCH:\n  " + "\n  ".join(failures))

@@ -9,6 +9,7 @@
 #include "config/load.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
+#include "train/inspect_step.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -105,6 +106,15 @@ int cmd_bench_comm(const BenchCommArgs& args) {
     }
   }
   return code;
+}
+
+int cmd_inspect_step(const fs::path& job, const std::vector<std::string>& overrides,
+                     const fs::path& out_dir) {
+  config::JobSpec spec = config::load_job_spec(job, overrides);
+  train::check_trainable(spec);
+  train::inspect_step(spec, out_dir);
+  std::printf("wrote the first step of '%s' to %s\n", spec.name.c_str(), out_dir.c_str());
+  return kExitOk;
 }
 
 std::string version_text() {

@@ -36,6 +36,10 @@ struct BenchCommArgs {
 };
 int cmd_bench_comm(const BenchCommArgs& args);
 
+// `inspect step`: the job's first step on one worker, written to out_dir for cross-checks.
+int cmd_inspect_step(const std::filesystem::path& job, const std::vector<std::string>& overrides,
+                     const std::filesystem::path& out_dir);
+
 // "trainctl <version>" and a line about the build.
 std::string version_text();
 

@@ -157,6 +157,23 @@ int run(int argc, char** argv) {
       "Columns: message size, time per call (slowest rank's median), algorithm bandwidth\n"
       "(size / time) and bus bandwidth (comparable across world sizes, as nccl-tests).");
 
+  CLI::App* inspect = app.add_subcommand("inspect", "Look inside a job's computation");
+  inspect->require_subcommand(1);
+  std::string inspect_out;
+  CLI::App* inspect_step = inspect->add_subcommand(
+      "step",
+      "Run the job's first training step on one worker and write all of its inputs "
+      "and results");
+  add_job(inspect_step);
+  inspect_step->add_option("--out", inspect_out, "Directory for the files (created)")->required();
+  inspect_step->footer(
+      "Example:\n  trainctl inspect step job.yaml --out step0\n"
+      "  /usr/bin/python3 scripts/check_against_torch.py step0   # compare with PyTorch\n\n"
+      "Writes weights.safetensors (initial parameters, nanoGPT names), batch.safetensors\n"
+      "(tokens, targets), grads.safetensors (gradients of the mean loss of the first\n"
+      "micro-batch), updated.safetensors (after clipping and one optimizer step) and\n"
+      "step.json (loss, gradient norm, model and optimizer settings).");
+
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
 
@@ -178,6 +195,9 @@ int run(int argc, char** argv) {
   }
   if (validate->parsed()) {
     return trainctl::app::cmd_validate(launch_args.job, overrides, validate_cluster.flags());
+  }
+  if (inspect_step->parsed()) {
+    return trainctl::app::cmd_inspect_step(launch_args.job, overrides, inspect_out);
   }
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
