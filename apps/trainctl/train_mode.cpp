@@ -8,9 +8,8 @@ namespace trainctl::app {
 
 int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
                    const launch::WorkerEnv& env) {
-  // The engine polls for a stop once per step, so SIGTERM/SIGINT/SIGUSR1 end the run at a
-  // step boundary with metrics flushed and the model exported.
-  launch::install_worker_signal_handlers();
+  // The engine polls for a stop once per step (worker_main installed the handlers), so
+  // SIGTERM/SIGINT/SIGUSR1 end the run at a step boundary, metrics flushed, model exported.
   train::TrainContext ctx;
   ctx.run_dir = env.run_dir;
   ctx.console_fd = env.console_fd;

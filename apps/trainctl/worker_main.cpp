@@ -138,10 +138,10 @@ int run_worker() {
   }
   log::init(env.rank, env.world_size);
   launch::ignore_sigpipe();
-  // Only the self-test stops at a safe point (between rounds). The training engine does
-  // not poll stop_requested() yet, so in train mode SIGTERM keeps its default action and
-  // a preempted worker ends at once instead of after the launcher's grace period.
-  if (env.mode == launch::WorkerMode::selftest) launch::install_worker_signal_handlers();
+  // The self-test (between rounds) and the training engine (between steps) poll
+  // stop_requested() and stop at a safe point; the benchmark keeps SIGTERM's default
+  // action, ending at once instead of after the launcher's grace period.
+  if (env.mode != launch::WorkerMode::bench_comm) launch::install_worker_signal_handlers();
   spdlog::info("worker started: pid {}, node {}, local rank {}, mode {}, attempt {}", ::getpid(),
                env.node_rank, env.local_rank, launch::to_string(env.mode), env.restart);
   try {

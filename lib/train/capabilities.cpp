@@ -30,6 +30,11 @@ void check_trainable(const config::JobSpec& spec) {
         spec, "parallel.zero",
         "ZeRO shards AdamW's state; with optimizer.type " + spec.optimizer.type + " use zero: 0");
   }
+  if (spec.parallel.zero == 2 && spec.parallel.dp > 1 && spec.parallel.grad_comm != "fp32") {
+    refuse(spec, "parallel.grad_comm",
+           "ZeRO-2 reduce-scatters gradients in fp32; bf16 gradient communication applies to "
+           "zero: 0 and 1. Use grad_comm: fp32 with zero: 2");
+  }
   if (spec.precision.compute != config::DType::fp32) {
     refuse(spec, "precision.compute",
            "the CPU backend computes in fp32 (this CPU has no bf16/fp16 arithmetic); use fp32");

@@ -12,9 +12,7 @@
 #include "model/gpt.h"
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
-#include "optim/optimizer.h"
-#include "parallel/grad_sync.h"
-#include "parallel/zero_optimizer.h"
+#include "parallel/data_parallel.h"
 #include "train/export.h"
 #include "train/metrics.h"
 #include "train/model_setup.h"
@@ -62,26 +60,13 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   gpt.init_weights(spec.seed);
   auto dataset = data::make_dataset(dataset_options(spec));
   comm::Communicator& dp = *groups.dp;
-  // Data parallelism as composable pieces: gradient buckets reduced during the backward
-  // pass (plain DP and ZeRO-1), or a reduce-scatter after it (ZeRO-2), and the optimizer
-  // either whole on every rank or sharded over the DP group (ZeRO-1/2).
-  const int zero_stage = dp.size() > 1 ? spec.parallel.zero : 0;
-  std::unique_ptr<parallel::ZeroAdamW> zero;
-  std::unique_ptr<optim::Optimizer> plain_optimizer;
-  if (zero_stage > 0) {
-    zero = std::make_unique<parallel::ZeroAdamW>(dp, gpt.params(), *backend,
-                                                 optimizer_options(spec), zero_stage);
-  } else {
-    plain_optimizer = optim::make_optimizer(optimizer_options(spec), gpt.params(), *backend);
-  }
-  optim::Optimizer& optimizer = zero ? static_cast<optim::Optimizer&>(*zero) : *plain_optimizer;
-  std::unique_ptr<parallel::GradSync> grad_sync;
-  if (zero_stage != 2) {
-    parallel::GradSyncOptions sync_options;
-    sync_options.buckets.bucket_bytes = static_cast<size_t>(spec.parallel.bucket_mb * (1 << 20));
-    sync_options.dtype = parallel::parse_grad_comm_dtype(spec.parallel.grad_comm);
-    grad_sync = parallel::attach_grad_sync(gpt, dp, sync_options);
-  }
+  // Data parallelism: gradient buckets reduced during the backward pass (or a
+  // reduce-scatter after it under ZeRO-2) and a replicated or sharded optimizer.
+  parallel::DataParallelOptions dp_options;
+  dp_options.zero_stage = dp.size() > 1 ? spec.parallel.zero : 0;
+  dp_options.sync.buckets.bucket_bytes = static_cast<size_t>(spec.parallel.bucket_mb * (1 << 20));
+  dp_options.sync.dtype = parallel::parse_grad_comm_dtype(spec.parallel.grad_comm);
+  parallel::DataParallel data_parallel(dp, gpt, *backend, optimizer_options(spec), dp_options);
   const optim::LrSchedule schedule{spec.optimizer.lr, spec.optimizer.min_lr,
                                    spec.optimizer.warmup_steps, steps, spec.optimizer.decay};
   const data::BatchLayout layout{mb, T, accum, spec.parallel.dp, groups.coord.dp};
@@ -126,18 +111,13 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     int64_t loss_count = 0;
     for (int m = 0; m < accum; ++m) {
       // Gradient buckets travel only with the step's last micro-batch.
-      if (grad_sync) grad_sync->begin_micro_batch(m + 1 == accum);
+      data_parallel.begin_micro_batch(m + 1 == accum);
       int64_t n = 0;
       loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
                                        batch.micro_targets(layout, m), grad_scale, &n);
       loss_count += n;
     }
-    parallel::StepCommStats comm_stats;
-    if (grad_sync) {
-      grad_sync->finish();
-      comm_stats += grad_sync->stats();
-    }
-    if (zero) zero->reduce_gradients();
+    data_parallel.reduce_gradients();
     bool stop = ctx.should_stop && ctx.should_stop();
     if (dp.size() > 1) {
       // One small collective agrees on the step's loss and on stopping (a stop signal may
@@ -150,21 +130,16 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
       stop = totals[2] > 0;
     }
     const double loss = loss_sum / static_cast<double>(loss_count);
-    const double norm = zero ? zero->grad_norm() : optim::grad_norm(gpt.params(), *backend);
+    const double norm = data_parallel.grad_norm();
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       throw std::runtime_error(
           "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(loss) +
           ", gradient norm " + std::to_string(norm) +
           ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
     }
-    if (zero) {
-      zero->clip_grad_norm(norm, spec.training.grad_clip);
-    } else {
-      optim::clip_grad_norm(gpt.params(), *backend, norm, spec.training.grad_clip);
-    }
+    data_parallel.clip_grad_norm(norm, spec.training.grad_clip);
     const double lr = schedule.at(step);
-    optimizer.step(lr);
-    if (zero) comm_stats += zero->stats();
+    data_parallel.step(lr);
     ++window_steps;
 
     StepMetrics m;
@@ -176,10 +151,11 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     m.step_ms = seconds_since(t_step) * 1e3;
     m.elapsed_s = seconds_since(t_start);
     if (dp.size() > 1) {
+      const parallel::StepCommStats comm_stats = data_parallel.stats();
       m.comm_ms = comm_stats.comm_s * 1e3;
       m.exposed_comm_ms = comm_stats.exposed_s * 1e3;
     }
-    m.optimizer_state_mb = static_cast<double>(optimizer.state_bytes()) / (1 << 20);
+    m.optimizer_state_mb = static_cast<double>(data_parallel.optimizer_state_bytes()) / (1 << 20);
     const bool last = step + 1 == steps || stop;
     if (spec.training.eval_every > 0 && ((step + 1) % spec.training.eval_every == 0 || last)) {
       m.val_loss = evaluate(gpt, *dataset, layout, spec.training.eval_batches, dp);
