@@ -7,7 +7,7 @@
 using namespace trainctl::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("--version prints the version and build", "[cli][integration]") {
+TEST_CASE("trainctl --version prints the version and build", "[cli][integration]") {
   TempDir dir("cli");
   ProcResult r = run_trainctl({"--version"}, dir.path());
   CHECK(r.exit_code == 0);
