@@ -106,6 +106,7 @@ int run_mode(const launch::WorkerEnv& env) {
 
   comm::GlooOptions gloo_options;
   gloo_options.timeout = timeout;
+  gloo_options.allreduce_algo = comm::parse_allreduce_algo(spec.runtime.allreduce_algo);
   comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
   comm::ProcessGroups groups =
       comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);

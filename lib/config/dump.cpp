@@ -80,7 +80,8 @@ std::string to_yaml(const JobSpec& s) {
   const RuntimeSpec& r = s.runtime;
   y << "runtime:\n  max_restarts: " << r.max_restarts
     << "\n  comm_timeout_s: " << format_real(r.comm_timeout_s)
-    << "\n  comm_selftest: " << boolean(r.comm_selftest) << "\n";
+    << "\n  comm_selftest: " << boolean(r.comm_selftest)
+    << "\n  allreduce_algo: " << r.allreduce_algo << "\n";
   return y.str();
 }
 

@@ -94,6 +94,9 @@ struct RuntimeSpec {
   int max_restarts = 0;
   double comm_timeout_s = 300;
   bool comm_selftest = true;  // verify every group's collectives before training
+  // Allreduce algorithm: auto (chosen per message size from measurements on loopback)
+  // | direct | ring | gloo_ring | ring_chunked | halving_doubling.
+  std::string allreduce_algo = "auto";
 
   bool operator==(const RuntimeSpec&) const = default;
 };

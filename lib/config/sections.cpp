@@ -123,10 +123,14 @@ void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
 }
 
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
-  const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest"});
+  const MapReader r =
+      top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo"});
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
   r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true});
   r.read("comm_selftest", runtime.comm_selftest);
+  r.read_choice("allreduce_algo", runtime.allreduce_algo,
+                {"auto", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling"},
+                {{"automatic", "auto"}});
 }
 
 }  // namespace

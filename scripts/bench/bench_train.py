@@ -64,7 +64,7 @@ C, H, L, T, B = s["C"], s["H"], s["L"], s["T"], s["B"]
 class Attn(nn.Module):
     def __init__(self):
         super().__init__(); self.c_attn = nn.Linear(C, 3*C); self.c_proj = nn.Linear(C, C)
-        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+        self.mask = torch.tril(torch.ones(T, T, dtype=torch.bool))  # not a buffer: DDP's gloo cannot broadcast bool
     def forward(self, x):
         q, k, v = self.c_attn(x).split(C, dim=2); hs = C // H
         q, k, v = [t.view(B, T, H, hs).transpose(1, 2) for t in (q, k, v)]

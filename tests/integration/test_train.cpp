@@ -77,18 +77,20 @@ TEST_CASE("data parallel layouts reproduce the single-worker loss curve", "[trai
   TempDir dir("layout");
   const std::string training = "{steps: 8, global_batch_size: 8, micro_batch_size: ";
   struct Case {
-    std::string name, parallel, mb;
+    std::string name, parallel, mb, set = "runtime.allreduce_algo=auto";
   };
-  const std::vector<Case> cases = {{"dp1", "{dp: 1}", "4"},
-                                   {"dp2", "{dp: 2}", "4"},
-                                   {"dp4", "{dp: 4}", "2"},
-                                   {"dp2-zero1", "{dp: 2, zero: 1}", "4"},
-                                   {"dp2-zero2", "{dp: 2, zero: 2}", "2"},
-                                   {"dp2-1-layer-buckets", "{dp: 2, bucket_mb: 0.001}", "2"}};
+  const std::vector<Case> cases = {
+      {"dp1", "{dp: 1}", "4"},
+      {"dp2", "{dp: 2}", "4"},
+      {"dp4", "{dp: 4}", "2"},
+      {"dp2-zero1", "{dp: 2, zero: 1}", "4"},
+      {"dp2-zero2", "{dp: 2, zero: 2}", "2"},
+      {"dp2-1-layer-buckets", "{dp: 2, bucket_mb: 0.001}", "2"},
+      {"dp4-halving-doubling", "{dp: 4}", "2", "runtime.allreduce_algo=halving_doubling"}};
   std::vector<std::vector<double>> curves;
   for (const Case& c : cases) {
     const fs::path job = tiny_job(dir.path(), c.name, c.parallel, training + c.mb + "}");
-    const ProcResult r = run_trainctl({"train", job.string()}, dir.path());
+    const ProcResult r = run_trainctl({"train", job.string(), "--set", c.set}, dir.path());
     INFO(c.name << "\n" << r.out << r.err);
     REQUIRE(r.exit_code == 0);
     std::vector<double> losses;
