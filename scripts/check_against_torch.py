@@ -7,7 +7,9 @@ after the optimizer step. This script builds the same GPT in PyTorch (nanoGPT's 
 and parameter names), loads those weights through the `safetensors` package, runs the
 same batch and the same AdamW step, and compares.
 
-Usage: check_against_torch.py DIR   (exit 0 when everything matches)
+Usage: check_against_torch.py DIR [MODEL.safetensors]   (exit 0 when everything matches)
+With MODEL (a run's exported model of the same job), it is also loaded into the PyTorch
+GPT, and its loss on the batch must be finite and below the initial one.
 """
 import json
 import math
@@ -89,7 +91,7 @@ def rel_err(a, b):
     return ((a - b).norm() / max(b.norm().item(), 1e-30)).item()
 
 
-def main(out_dir):
+def main(out_dir, model_path=None):
     info = json.load(open(f"{out_dir}/step.json"))
     weights = load_file(f"{out_dir}/weights.safetensors")
     batch = load_file(f"{out_dir}/batch.safetensors")
@@ -146,12 +148,13 @@ def main(out_dir):
     adamw.step()
     # AdamW's first step moves each weight by lr * g / (|g| + eps): where |g| is near eps
     # (e.g. the key bias, whose exact gradient is zero: softmax ignores a constant shift)
-    # the direction is rounding noise in any implementation. Those elements are only
-    # checked to move by at most lr (plus weight decay); all others must agree closely.
+    # the direction is rounding noise in any implementation, and up to 1000 eps the
+    # update still amplifies the gradient's rounding error by eps/|g|. Those elements are
+    # only checked to move by at most lr (plus weight decay); all others must agree closely.
     worst, skipped = 0.0, 0
     for name, w in updated.items():
         ours, theirs = w - before[name], named[name].detach() - before[name]
-        well_posed = clipped[name].abs() > 1e-6
+        well_posed = clipped[name].abs() > 1e-5
         skipped += int((~well_posed).sum())
         e = rel_err(ours[well_posed], theirs[well_posed]) if well_posed.any() else 0.0
         worst = max(worst, e)
@@ -161,7 +164,18 @@ def main(out_dir):
         if ours[~well_posed].abs().max().item() > bound if (~well_posed).any() else False:
             failures.append(f"update of {name}: an ill-conditioned element moved more than lr")
     print(f"weights after one AdamW step: worst relative error of the update {worst:.2e} "
-          f"({skipped} elements with |grad| <= 1e-6 only bounded)")
+          f"({skipped} elements with |grad| <= 1e-5 only bounded)")
+
+    if model_path:
+        trained = GPT(cfg)
+        missing, unexpected = trained.load_state_dict(load_file(model_path), strict=False)
+        assert missing == ["lm_head.weight"] and not unexpected, (missing, unexpected)
+        with torch.no_grad():
+            trained_loss = trained(idx, targets).item()
+        print(f"exported model {model_path}: loss on the batch {trained_loss:.4f} "
+              f"(initial {info['loss']:.4f})")
+        if not math.isfinite(trained_loss) or trained_loss >= info["loss"]:
+            failures.append("the exported model did not load into a model that learned")
 
     if failures:
         print("MISMATCH:\n  " + "\n  ".join(failures))
@@ -171,4 +185,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))

@@ -22,4 +22,6 @@ training: {steps: 1, micro_batch_size: 4, global_batch_size: 4, grad_clip: 1.0}
 optimizer: {lr: 1.0e-3, betas: [0.9, 0.95], weight_decay: 0.1, warmup_steps: 0}
 YAML
 "$bin" inspect step "$work/job.yaml" --out "$work/step"
-"$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step"
+# A short real run too: its exported model.safetensors must load the same way.
+"$bin" train "$work/job.yaml" --set training.steps=3 --set "run_dir=$work/run" >/dev/null
+"$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step" "$work/run/model.safetensors"
