@@ -38,7 +38,7 @@ struct ParallelSpec {
   std::string schedule = "1f1b";   // gpipe | 1f1b
   int zero = 0;                    // 0 | 1 | 2
   std::string grad_comm = "fp32";  // fp32 | bf16: dtype of DP gradient traffic
-  double bucket_mb = 4.0;          // DP gradient bucket size (MiB), buckets hold whole layers
+  double bucket_mb = 1.0;          // DP gradient bucket cap (MiB); buckets hold half-layers
 
   bool operator==(const ParallelSpec&) const = default;
 };

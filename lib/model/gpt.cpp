@@ -106,17 +106,19 @@ float* Gpt::act(size_t n) {
 
 void Gpt::init_weights(uint64_t seed) { params_.initialize(seed); }
 
-std::pair<int64_t, int64_t> Gpt::layer_range(int layer) const {
-  if (layer < 0) {
-    // The embeddings sit before the blocks. ln_f sits after them and is counted in the
-    // last layer's range: its gradient is final before that layer's.
-    return {params_.at(wte_).offset, params_.at(blocks_.front().ln1_w).offset};
+std::vector<std::pair<int64_t, int64_t>> Gpt::grad_pieces() const {
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  int64_t end = params_.total();  // the last block's MLP half runs on through ln_f
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const BlockParams& b = blocks_[static_cast<size_t>(l)];
+    const int64_t attn_begin = params_.at(b.ln1_w).offset;
+    const int64_t mlp_begin = params_.at(b.ln2_w).offset;
+    pieces.emplace_back(mlp_begin, end);
+    pieces.emplace_back(attn_begin, mlp_begin);
+    end = attn_begin;
   }
-  const int64_t begin = params_.at(blocks_[static_cast<size_t>(layer)].ln1_w).offset;
-  const bool last = layer + 1 == config_.n_layer;
-  const int64_t end =
-      last ? params_.total() : params_.at(blocks_[static_cast<size_t>(layer) + 1].ln1_w).offset;
-  return {begin, end};
+  pieces.emplace_back(params_.at(wte_).offset, end);
+  return pieces;
 }
 
 void Gpt::block_forward(int l, const float* x) {
@@ -155,6 +157,7 @@ void Gpt::block_backward(int l, const float* x, float* dres) {
                      params_.data(p.fc_w), N, C, 4 * C);
   be.layernorm_backward(dC2_, params_.grad(p.ln2_w), params_.grad(p.ln2_b), dC_, a.res1,
                         params_.data(p.ln2_w), a.ln2_mean, a.ln2_rstd, N, C);
+  grad_ready(2 * (config_.n_layer - 1 - l));  // the MLP half is final
   be.add_inplace(dres, dC2_, NC);
   // Attention branch.
   be.linear_backward(dC_, params_.grad(p.attn_proj_w), params_.grad(p.attn_proj_b), dres, a.att,
@@ -164,6 +167,7 @@ void Gpt::block_backward(int l, const float* x, float* dres) {
                      params_.data(p.attn_w), N, C, 3 * C);
   be.layernorm_backward(dC2_, params_.grad(p.ln1_w), params_.grad(p.ln1_b), dC_, x,
                         params_.data(p.ln1_w), a.ln1_mean, a.ln1_rstd, N, C);
+  grad_ready(2 * (config_.n_layer - 1 - l) + 1);  // the attention half is final
   be.add_inplace(dres, dC2_, NC);
 }
 
@@ -198,10 +202,9 @@ double Gpt::forward(const int32_t* tokens, const int32_t* targets, bool backward
                         params_.data(lnf_w_), lnf_mean_, lnf_rstd_, N, C);
   for (int l = L - 1; l >= 0; --l) {
     block_backward(l, l == 0 ? encoded_ : acts_[static_cast<size_t>(l) - 1].res2, dres_);
-    if (grad_ready_) grad_ready_(l);
   }
   be.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, B_, T_, C);
-  if (grad_ready_) grad_ready_(-1);
+  grad_ready(2 * L);  // the embeddings
   return sum;
 }
 

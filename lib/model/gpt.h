@@ -39,14 +39,17 @@ class Gpt {
   // Forward only (evaluation). Same return convention.
   double forward_loss(const int32_t* tokens, const int32_t* targets, int64_t* count);
 
-  // Called during backward when layer l's parameter gradients are final (l from n_layer-1
-  // down to 0), then with l = -1 once the embeddings' are: the hook data parallelism uses
-  // to start reducing gradients while the rest of the backward pass runs.
-  void set_grad_ready_hook(std::function<void(int layer)> hook) { grad_ready_ = std::move(hook); }
+  // The flat gradient buffer as contiguous pieces, [begin, end) float offsets, in the
+  // order the backward pass makes them final: for each block from the last to the first,
+  // its MLP half (ln_2, c_fc, mlp.c_proj; the last block's also holds ln_f) and then its
+  // attention half (ln_1, c_attn, attn.c_proj); the embeddings come last. Half-layer
+  // pieces let data parallelism start reducing a block's MLP gradients while the same
+  // block's attention backward still runs.
+  std::vector<std::pair<int64_t, int64_t>> grad_pieces() const;
 
-  // The contiguous range of the flat parameter buffer that holds layer l's parameters
-  // (l = -1: embeddings and final LayerNorm), as [begin, end) float offsets.
-  std::pair<int64_t, int64_t> layer_range(int layer) const;
+  // Called during backward with the index (into grad_pieces()) of each piece whose
+  // gradients have just become final, in increasing order.
+  void set_grad_ready_hook(std::function<void(int piece)> hook) { grad_ready_ = std::move(hook); }
 
  private:
   struct BlockParams;
@@ -56,6 +59,9 @@ class Gpt {
                  int64_t* count);
   void block_forward(int l, const float* x);
   void block_backward(int l, const float* x, float* dres);
+  void grad_ready(int piece) const {
+    if (grad_ready_) grad_ready_(piece);
+  }
   float* act(size_t n);
 
   GptConfig config_;

@@ -145,21 +145,15 @@ void GradSync::comm_loop() {
   }
 }
 
-std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) {
-  std::vector<FloatRange> layers;
-  for (int l = gpt.config().n_layer - 1; l >= -1; --l) layers.push_back(gpt.layer_range(l));
-  return layers;
-}
+std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) { return gpt.grad_pieces(); }
 
 std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,
                                            const GradSyncOptions& options) {
   auto sync =
       std::make_unique<GradSync>(dp, gpt.params().grads(), backward_layer_ranges(gpt), options);
-  const int n_layer = gpt.config().n_layer;
   GradSync* target = sync.get();
-  // The model counts layers n_layer-1 .. 0 then -1 (embeddings): position n_layer-1-l.
-  gpt.set_grad_ready_hook(
-      [target, n_layer](int layer) { target->on_layer_ready(n_layer - 1 - layer); });
+  // The model reports pieces by their index in grad_pieces(): the same list, same order.
+  gpt.set_grad_ready_hook([target](int piece) { target->on_layer_ready(piece); });
   return sync;
 }
 

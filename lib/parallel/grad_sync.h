@@ -107,8 +107,8 @@ class GradSync {
   std::thread thread_;  // last: started once everything above exists
 };
 
-// Each layer's range of `gpt`'s gradient buffer in the order its backward pass finishes
-// them: blocks n_layer-1 .. 0 (the last one includes ln_f), then the embeddings.
+// The "layers" GradSync works with for a GPT: the model's gradient pieces (half blocks,
+// then the embeddings) in the order its backward pass finishes them (Gpt::grad_pieces).
 std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt);
 
 // A GradSync over `gpt`'s gradients with gpt's grad-ready hook connected to it. The hook

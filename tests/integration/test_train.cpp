@@ -85,7 +85,8 @@ TEST_CASE("data parallel layouts reproduce the single-worker loss curve", "[trai
       {"dp4", "{dp: 4}", "2"},
       {"dp2-zero1", "{dp: 2, zero: 1}", "4"},
       {"dp2-zero2", "{dp: 2, zero: 2}", "2"},
-      {"dp2-1-layer-buckets", "{dp: 2, bucket_mb: 0.001}", "2"},
+      {"dp2-half-layer-buckets", "{dp: 2, bucket_mb: 0.001}", "2"},
+      {"dp2-big-buckets", "{dp: 2, bucket_mb: 64}", "4"},
       {"dp4-halving-doubling", "{dp: 4}", "2", "runtime.allreduce_algo=halving_doubling"}};
   std::vector<std::vector<double>> curves;
   for (const Case& c : cases) {

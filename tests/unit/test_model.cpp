@@ -45,10 +45,15 @@ TEST_CASE("GPT parameters: nanoGPT names, shapes and count", "[model]") {
   int64_t n = 0;
   for (const auto& q : p.list()) n += q.numel;
   CHECK(n == tiny().num_params());
-  // Layer ranges tile the flat buffer in order: embeddings, then each block.
-  CHECK(gpt.layer_range(-1).second == gpt.layer_range(0).first);
-  CHECK(gpt.layer_range(0).second == gpt.layer_range(1).first);
-  CHECK(gpt.layer_range(1).second == p.total());
+  // Gradient pieces, in backward order, tile the flat buffer from its end to its start:
+  // block 1's MLP half (with ln_f), its attention half, block 0's halves, the embeddings.
+  const auto pieces = gpt.grad_pieces();
+  REQUIRE(pieces.size() == 2 * 2 + 1);
+  CHECK(pieces.front().second == p.total());
+  CHECK(pieces.front().first == p.find("transformer.h.1.ln_2.weight").offset);
+  CHECK(pieces[1].first == p.find("transformer.h.1.ln_1.weight").offset);
+  for (size_t i = 1; i < pieces.size(); ++i) CHECK(pieces[i].second == pieces[i - 1].first);
+  CHECK(pieces.back().first == 0);
 }
 
 TEST_CASE("GPT init is GPT-2's and a pure function of the seed", "[model]") {
