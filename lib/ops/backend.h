@@ -33,17 +33,15 @@ class Backend {
   virtual void copy(float* dst, const float* src, size_t n) = 0;
 
   // --- GEMM (row-major) C = alpha * op(A) op(B) + beta * C; op(A) is MxK, op(B) KxN ----
-  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                    const float* A, int lda, const float* B, int ldb, float beta, float* C,
-                    int ldc) = 0;
+  virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                    int lda, const float* B, int ldb, float beta, float* C, int ldc) = 0;
 
   // --- linear: out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be null) ---
-  virtual void linear_forward(float* out, const float* inp, const float* weight,
-                              const float* bias, int N, int IC, int OC) = 0;
+  virtual void linear_forward(float* out, const float* inp, const float* weight, const float* bias,
+                              int N, int IC, int OC) = 0;
   // dinp (=, may be null), dweight (+=), dbias (+=, may be null).
   virtual void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                               const float* inp, const float* weight, int N, int IC,
-                               int OC) = 0;
+                               const float* inp, const float* weight, int N, int IC, int OC) = 0;
 
   // --- layernorm over the last dim C; mean/rstd [N] saved for backward ----------------
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
@@ -87,8 +85,8 @@ class Backend {
   // If dx != null also backpropagates the loss sum scaled by `dloss`:
   //   dx (=) [N,C], dwte (+=) [V,C].
   virtual void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
-                                     const float* wte, const int32_t* targets, int N, int C,
-                                     int V, float dloss) = 0;
+                                     const float* wte, const int32_t* targets, int N, int C, int V,
+                                     float dloss) = 0;
 
   // --- optimizer and reductions --------------------------------------------------------
   // Sum of squares of n floats, accumulated in double.
