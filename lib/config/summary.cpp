@@ -104,9 +104,10 @@ std::string summary(const JobSpec& s) {
       << " per worker for weights, gradients and optimizer state (activations not included)\n";
   out << "checkpoint: "
       << (s.checkpoint.every_steps > 0
-              ? "every " + std::to_string(s.checkpoint.every_steps) + " steps"
-              : std::string("at the end"))
-      << ", keep " << s.checkpoint.keep_last << (s.checkpoint.async ? ", async" : "") << "\n";
+              ? "every " + std::to_string(s.checkpoint.every_steps) + " steps, keep " +
+                    std::to_string(s.checkpoint.keep_last) + (s.checkpoint.async ? ", async" : "")
+              : std::string("off (the final model is exported to run_dir/model.safetensors)"))
+      << "\n";
   return out.str();
 }
 
