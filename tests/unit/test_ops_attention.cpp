@@ -43,6 +43,10 @@ TEST_CASE("attention forward/backward match the reference", "[ops]") {
   check_against_reference({2, 5, 12, 3}, threads);
   check_against_reference({1, 1, 8, 2}, threads);
   check_against_reference({2, 150, 16, 2}, threads);
+  // The GPT models' head size 64 (the vectorised kernels' full tiles), a ragged T, and a
+  // head size that is neither a multiple of 16 nor below 64.
+  check_against_reference({1, 100, 128, 2}, threads);
+  check_against_reference({1, 37, 200, 2}, threads);
 }
 
 TEST_CASE("attention is causal: output at t ignores inputs after t", "[ops]") {
