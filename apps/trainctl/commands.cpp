@@ -9,6 +9,9 @@
 #include "config/load.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/pipeline_simulate.h"
+#include "parallel/pipeline_timeline.h"
 #include "train/inspect_step.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -59,6 +62,12 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
          " worker(s) per node):\n";
   out += launch::format_rank_map(map);
   out += "\nok: " + job.string() + " is valid\n";
+  try {
+    train::check_trainable(spec);
+  } catch (const InputError& e) {
+    // Valid, but beyond what this build trains: say so now rather than at `train`.
+    out += std::string("note: `trainctl train` cannot run it yet: ") + e.what() + "\n";
+  }
   std::fputs(out.c_str(), stdout);
   return kExitOk;
 }
@@ -114,6 +123,46 @@ int cmd_inspect_step(const fs::path& job, const std::vector<std::string>& overri
   train::check_trainable(spec);
   train::inspect_step(spec, out_dir);
   std::printf("wrote the first step of '%s' to %s\n", spec.name.c_str(), out_dir.c_str());
+  return kExitOk;
+}
+
+int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
+             std::optional<int> micro_batches) {
+  config::JobSpec spec = config::load_job_spec(job, overrides);
+  if (micro_batches && *micro_batches < 1) {
+    throw InputError("--micro-batches must be at least 1 (got " + std::to_string(*micro_batches) +
+                     ")");
+  }
+  const int stages = spec.parallel.pp;
+  const int m = micro_batches.value_or(spec.grad_accum());
+  const parallel::ScheduleKind kind = parallel::parse_schedule_kind(spec.parallel.schedule);
+  // Time units: a backward costs about two forwards (gradients of inputs and of weights).
+  constexpr double kForwardCost = 1, kBackwardCost = 2;
+  constexpr int kMaxCells = 64;  // lines of about 200 columns (250 with 2-digit micro-batches)
+  const parallel::Simulation sim = parallel::simulate(kind, stages, m, kForwardCost, kBackwardCost);
+
+  std::string peaks;
+  for (const parallel::StageTimeline& stage : sim.stages) {
+    peaks += (peaks.empty() ? "" : ", ") + std::to_string(stage.peak_activations);
+  }
+  char bubble[32];
+  std::snprintf(bubble, sizeof bubble, "%.1f%%", 100.0 * sim.stats.bubble_fraction);
+  auto count = [](int n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::string out = std::string("schedule ") + parallel::to_string(kind) + ", " +
+                    count(stages, "stage", "stages") + ", " +
+                    count(m, "micro-batch", "micro-batches") + ": bubble " + bubble +
+                    ", peak activations per stage [" + peaks + "] (micro-batches held)\n";
+  const parallel::TimelineText timeline = parallel::draw_timeline(sim, 1, kMaxCells);
+  out += "\ntimeline (one cell = one time unit: forward F<mb> 1, backward B<mb>-- 2, idle ..):\n";
+  out += timeline.text;
+  if (timeline.cells_drawn < timeline.cells_total) {
+    out += "(first " + std::to_string(timeline.cells_drawn) + " of " +
+           std::to_string(timeline.cells_total) +
+           " time units shown; --micro-batches draws a shorter schedule)\n";
+  }
+  std::fputs(out.c_str(), stdout);
   return kExitOk;
 }
 

@@ -40,6 +40,12 @@ int cmd_bench_comm(const BenchCommArgs& args);
 int cmd_inspect_step(const std::filesystem::path& job, const std::vector<std::string>& overrides,
                      const std::filesystem::path& out_dir);
 
+// `plan`: the job's pipeline schedule (parallel.pp stages, parallel.schedule), simulated with
+// forward = 1 and backward = 2 time units: a summary line (bubble, peak activations per stage)
+// and a timeline per stage. `micro_batches` overrides the spec's gradient-accumulation steps.
+int cmd_plan(const std::filesystem::path& job, const std::vector<std::string>& overrides,
+             std::optional<int> micro_batches);
+
 // "trainctl <version>" and a line about the build.
 std::string version_text();
 

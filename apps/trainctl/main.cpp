@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "commands.h"
 #include "util/error.h"
@@ -127,6 +128,22 @@ int run(int argc, char** argv) {
       "Prints the model and batch arithmetic, a memory estimate and which node, local slot\n"
       "and (dp, tp, pp) coordinates each rank gets. Exit code 2 when the spec is invalid.");
 
+  CLI::App* plan = app.add_subcommand(
+      "plan", "Draw the job's pipeline schedule and its bubble (simulated; starts nothing)");
+  add_job(plan);
+  int plan_micro_batches = 0;
+  CLI::Option* plan_micro_batches_opt =
+      plan->add_option("--micro-batches", plan_micro_batches,
+                       "Micro-batches per step (default: the spec's gradient accumulation "
+                       "steps, global_batch_size / (micro_batch_size × dp))")
+          ->check(CLI::PositiveNumber);
+  plan->footer(
+      "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n\n"
+      "Simulates parallel.pp stages running parallel.schedule (gpipe | 1f1b) with forward = 1\n"
+      "and backward = 2 time units, free communication: prints the bubble (idle share of the\n"
+      "stages' time), the peak number of micro-batches whose activations each stage holds,\n"
+      "and one timeline line per stage. Exit code 2 when the spec is invalid.");
+
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   trainctl::app::BenchCommArgs bench_args;
@@ -195,6 +212,11 @@ int run(int argc, char** argv) {
   }
   if (validate->parsed()) {
     return trainctl::app::cmd_validate(launch_args.job, overrides, validate_cluster.flags());
+  }
+  if (plan->parsed()) {
+    std::optional<int> micro_batches;
+    if (plan_micro_batches_opt->count()) micro_batches = plan_micro_batches;
+    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches);
   }
   if (inspect_step->parsed()) {
     return trainctl::app::cmd_inspect_step(launch_args.job, overrides, inspect_out);
