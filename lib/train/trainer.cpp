@@ -230,6 +230,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     reporter.message(line);
     spdlog::info("{}", line);
   }
+  // Leave together: a rank that exits while a peer is still inside the last collective
+  // closes the connection under it, and the peer fails (seen with halving-doubling).
+  groups.world->barrier();
   return result;
 }
 
