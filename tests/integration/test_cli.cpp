@@ -17,9 +17,12 @@ TEST_CASE("trainctl --version prints the version and build", "[cli][integration]
 
 TEST_CASE("every subcommand has help with an example", "[cli][integration]") {
   TempDir dir("cli");
-  for (std::vector<std::string> cmd :
-       {std::vector<std::string>{"train"}, {"selftest"}, {"validate"}, {"plan"},
-        {"inspect", "step"}, {"bench", "comm"}}) {
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"train"},
+                                       {"selftest"},
+                                       {"validate"},
+                                       {"plan"},
+                                       {"inspect", "step"},
+                                       {"bench", "comm"}}) {
     cmd.push_back("--help");
     ProcResult r = run_trainctl(cmd, dir.path());
     INFO(cmd[0]);
