@@ -26,7 +26,11 @@ YAML::Node parse_document(const std::string& yaml_text, const std::string& origi
     const std::string where = e.mark.is_null() ? origin
                                                : origin + ":" + std::to_string(e.mark.line + 1) +
                                                      ":" + std::to_string(e.mark.column + 1);
-    throw InputError(where + ": invalid YAML: " + e.msg + ".");
+    // yaml-cpp reports where it noticed the problem, which is often the line after the
+    // real mistake (an unclosed bracket, a key indented differently from its siblings).
+    throw InputError(where + ": invalid YAML: " + e.msg +
+                     ". Check this line and the one before it: keys of one section need the "
+                     "same indentation, and every [ or { needs its closing ] or }.");
   }
   if (documents.empty() || documents[0].IsNull()) {
     throw InputError(origin + ": the job spec is empty; see configs/quickstart.yaml for a start.");

@@ -170,7 +170,7 @@ TEST_CASE("config: malformed documents", "[config]") {
   n_head: [4, 8
 parallel: {dp: 1}
 )",
-                "job.yaml:4:", "", {"invalid YAML"});
+                "job.yaml:4:", "", {"invalid YAML", "the one before it", "closing ]"});
   require_error(R"(training:
   steps: 10
   steps: 20
