@@ -73,17 +73,22 @@ TEST_CASE("workers die with a launcher killed by SIGKILL", "[launch][integration
   CHECK_FALSE(process_alive(worker));
 }
 
+namespace {
+// One of two launchers on this machine acting as nodes 0 and 1 of a soak self-test.
+std::vector<std::string> two_node_soak_args(const fs::path& job, int node,
+                                            const std::string& port) {
+  std::vector<std::string> a = soak_args(job);
+  a.insert(a.end(), {"--nnodes", "2", "--node-rank", std::to_string(node), "--master-port", port});
+  return a;
+}
+}  // namespace
+
 TEST_CASE("a worker failing on one node stops the launchers of every node",
           "[launch][integration]") {
   TempDir dir("abort");
   fs::path job = write_job(dir.path(), "abort", 4, 1, 1);
   const std::string port = std::to_string(free_port());
-  auto args = [&](int node) {
-    std::vector<std::string> a = soak_args(job);
-    a.insert(a.end(),
-             {"--nnodes", "2", "--node-rank", std::to_string(node), "--master-port", port});
-    return a;
-  };
+  auto args = [&](int node) { return two_node_soak_args(job, node, port); };
   Proc node0(args(0), dir.path());
   Proc node1(args(1), dir.path());
   pid_t victim = running_worker_pid(dir / "runs/abort", 3);  // on node 1
@@ -102,12 +107,7 @@ TEST_CASE("when node 0's launcher dies, the other nodes stop too", "[launch][int
   TempDir dir("lostmaster");
   fs::path job = write_job(dir.path(), "lost", 2, 1, 1);
   const std::string port = std::to_string(free_port());
-  auto args = [&](int node) {
-    std::vector<std::string> a = soak_args(job);
-    a.insert(a.end(),
-             {"--nnodes", "2", "--node-rank", std::to_string(node), "--master-port", port});
-    return a;
-  };
+  auto args = [&](int node) { return two_node_soak_args(job, node, port); };
   Proc node0(args(0), dir.path());
   Proc node1(args(1), dir.path());
   running_worker_pid(dir / "runs/lost", 1);
