@@ -54,7 +54,8 @@ std::string to_yaml(const JobSpec& s) {
 
   const ParallelSpec& p = s.parallel;
   y << "parallel:\n  dp: " << p.dp << "\n  tp: " << p.tp << "\n  pp: " << p.pp
-    << "\n  schedule: " << p.schedule << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
+    << "\n  schedule: " << p.schedule << "\n  virtual_stages: " << p.virtual_stages
+    << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
 
   const TrainingSpec& t = s.training;

@@ -56,13 +56,15 @@ void read_data(const MapReader& top, DataSpec& data) {
 }
 
 void read_parallel(const MapReader& top, ParallelSpec& parallel) {
-  const MapReader r =
-      top.section("parallel", {"dp", "tp", "pp", "schedule", "zero", "grad_comm", "bucket_mb"});
+  const MapReader r = top.section("parallel", {"dp", "tp", "pp", "schedule", "virtual_stages",
+                                               "zero", "grad_comm", "bucket_mb"});
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
-  r.read_choice("schedule", parallel.schedule, {"gpipe", "1f1b"},
-                {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}});
+  r.read_choice(
+      "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved"},
+      {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
+  r.read("virtual_stages", parallel.virtual_stages, {1, 64});
   r.read_choice("zero", parallel.zero, {0, 1, 2});
   r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
                 {{"bfloat16", "bf16"}, {"float32", "fp32"}});

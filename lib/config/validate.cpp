@@ -87,6 +87,34 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                               ") so that every pipeline stage holds at least one layer; got " +
                               std::to_string(p.pp) + ".");
   }
+  if (p.schedule == "interleaved") {
+    if (p.virtual_stages < 2) {
+      c.fail("parallel.virtual_stages",
+             "the interleaved schedule runs several model chunks per pipeline rank: set "
+             "virtual_stages >= 2, or use schedule: 1f1b.");
+    } else if (1LL * p.pp * p.virtual_stages > m.n_layer) {
+      c.fail("parallel.virtual_stages",
+             "pp × virtual_stages = " + std::to_string(p.pp * p.virtual_stages) +
+                 " chunks needs at least that many layers; model.n_layer is " +
+                 std::to_string(m.n_layer) +
+                 ". Use virtual_stages <= " + std::to_string(std::max(1, m.n_layer / p.pp)) + ".");
+    }
+    const long long unit = 1LL * s.training.micro_batch_size * p.dp;
+    const long long accum = unit > 0 ? s.training.global_batch_size / unit : 0;
+    if (accum > 0 && accum % p.pp != 0) {
+      c.fail("training.global_batch_size",
+             "the interleaved schedule runs micro-batches in groups of pp (" +
+                 std::to_string(p.pp) + "): global_batch_size / (micro_batch_size × dp) = " +
+                 std::to_string(accum) + " must be a multiple of pp. Use global_batch_size " +
+                 std::to_string(unit * ((accum + p.pp - 1) / p.pp * p.pp)) + ".");
+    }
+  } else if (p.virtual_stages != 1) {
+    c.fail("parallel.virtual_stages", "only the interleaved schedule uses virtual stages; got " +
+                                          std::to_string(p.virtual_stages) + " with schedule " +
+                                          p.schedule +
+                                          ". Use virtual_stages: 1 or schedule: "
+                                          "interleaved.");
+  }
 }
 
 void check_batch(const JobSpec& s, const Checker& c) {

@@ -1,0 +1,98 @@
+#pragma once
+// Which part of the full GPT one rank holds, as pure functions of the layout: the layers of
+// its pipeline stage(s) and its tensor-parallel slice of every parameter. The same
+// descriptions drive parameter initialisation (a shard's values equal the matching slice of
+// the unsharded model), the final export (shards reassembled into nanoGPT tensors) and
+// checkpoints (each tensor stored with its global shape and the slices a rank holds).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/gpt_config.h"
+#include "tensor/tensor.h"
+
+namespace trainctl::model {
+
+// How a rank's tensor maps into the global tensor. The split dimension `dim` is made of
+// `blocks` equal blocks (c_attn's rows are q | k | v: 3 blocks); each block is cut into
+// `count` equal pieces and this rank holds piece `index` of every block, in block order.
+// dim == -1: the whole tensor (replicated over the `count` ranks of the TP group).
+struct TensorShard {
+  Shape global_shape;
+  int dim = -1;
+  int blocks = 1;
+  int index = 0;
+  int count = 1;
+
+  bool split() const { return dim >= 0 && count > 1; }
+  Shape local_shape() const;
+  // The contiguous runs of the split dimension this shard holds, as (global start, length),
+  // in local order. One run covering the whole dimension when not split.
+  std::vector<std::pair<int64_t, int64_t>> runs() const;
+  // Global flat (row-major) index of local flat element `local`.
+  int64_t global_index(int64_t local) const;
+};
+
+// One parameter of a rank's shard of the model.
+struct ParamSpec {
+  std::string name;  // nanoGPT name, e.g. "transformer.h.3.mlp.c_fc.weight"
+  TensorShard shard;
+  enum class Init { zeros, ones, normal } init = Init::zeros;
+  float init_std = 0.0f;
+  bool weight_decay = false;
+  // The LM head's copy of the tied token embedding on the last pipeline stage (pp > 1): its
+  // gradient is added to the first stage's and vice versa; it is not counted again in the
+  // gradient norm nor exported.
+  bool tied_copy = false;
+};
+
+// Blocks [begin, end) of the transformer, run as one unit of a pipeline.
+struct LayerRange {
+  int begin = 0;
+  int end = 0;
+  int size() const { return end - begin; }
+  bool operator==(const LayerRange&) const = default;
+};
+
+// Splits n_layer blocks into `parts` contiguous ranges (pipeline stages, in order) so the
+// most expensive part is as cheap as possible, counting the embedding with the first part
+// and the final LayerNorm + LM head with the last (its cost grows with vocab / d_model).
+// Every part gets at least one block. Throws std::invalid_argument unless
+// 1 <= parts <= n_layer.
+std::vector<LayerRange> partition_layers(const GptConfig& config, int seq_len, int parts);
+
+// Relative forward cost of one block and of the LM head per token (the unit of the
+// partition above; also shown by `trainctl plan`).
+double block_cost(const GptConfig& config, int seq_len);
+double head_cost(const GptConfig& config);
+
+// What one rank holds.
+struct GptShardSpec {
+  // Model chunks this rank runs, in pipeline order (one for gpipe/1f1b; `virtual_stages` for
+  // the interleaved schedule). Each is a contiguous range of blocks.
+  std::vector<LayerRange> chunks;
+  bool embedding = true;  // holds wte + wpe (the first pipeline stage)
+  bool head = true;       // holds ln_f and the LM head (the last pipeline stage)
+  int tp_rank = 0;
+  int tp_size = 1;
+
+  // The whole model on one rank.
+  static GptShardSpec whole(const GptConfig& config);
+  // Rank (pp_rank, tp_rank) of a pp × tp layout; chunk c of pipeline rank r is virtual
+  // stage c * pp + r of partition_layers(config, seq_len, pp * virtual_stages).
+  static GptShardSpec of(const GptConfig& config, int seq_len, int pp, int pp_rank,
+                         int virtual_stages, int tp, int tp_rank);
+  // The tied LM head needs its own copy of wte (a stage without the embedding).
+  bool tied_copy() const { return head && !embedding; }
+};
+
+// Throws InputError-style std::invalid_argument naming what to change when the model
+// cannot be split this way (heads, d_model, 4*d_model or vocab not divisible by tp).
+void check_tp_divisible(const GptConfig& config, int tp);
+
+// The parameters of `shard`, in flat-buffer order: wte, wpe (embedding), then each
+// chunk's blocks in order, then ln_f and (if tied_copy) wte's copy.
+std::vector<ParamSpec> gpt_param_specs(const GptConfig& config, const GptShardSpec& shard);
+
+}  // namespace trainctl::model
