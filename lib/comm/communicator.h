@@ -23,6 +23,15 @@ class CommError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A send started by Communicator::isend. The data must stay untouched until wait()
+// returns. Destroying an unwaited request waits for it (errors are then swallowed).
+class PendingSend {
+ public:
+  virtual ~PendingSend() = default;
+  // Blocks until the receiver has taken the data; throws CommError on failure or timeout.
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -42,6 +51,11 @@ class Communicator {
   // Point-to-point within the group (ranks are group ranks). Blocking.
   virtual void send(const void* data, size_t bytes, int dst, uint32_t tag) = 0;
   virtual void recv(void* data, size_t bytes, int src, uint32_t tag) = 0;
+  // Starts a send and returns at once: pipeline stages send activations and gradients
+  // while they compute, and two neighbours may send to each other at the same time.
+  // Sends and receives are matched by (peer, tag), not by order.
+  virtual std::unique_ptr<PendingSend> isend(const void* data, size_t bytes, int dst,
+                                             uint32_t tag) = 0;
   virtual void barrier() = 0;
 
   // The algorithm a call of `op` ("allreduce", "allgather", "reduce_scatter", ...) on

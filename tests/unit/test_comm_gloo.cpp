@@ -171,3 +171,27 @@ TEST_CASE("bad peers and roots are rejected before any communication", "[comm]")
   CHECK_THROWS_AS(c.recv(&x, sizeof x, 1, 0), std::invalid_argument);  // outside
   CHECK_THROWS_WITH(c.broadcast(&x, 1, 2), Catch::Contains("tp[3]"));
 }
+
+TEST_CASE("isend lets two ranks send to each other at once; tags pick the message", "[comm]") {
+  gloo::rendezvous::HashStore store;
+  run_ranks(2, [&](int rank) {
+    comm::GlooCommunicator c(connect_world(store, rank, 2), "pp[0]");
+    const int peer = 1 - rank;
+    // Two messages per direction, received in the opposite order to the sends: a
+    // blocking send would deadlock here (both ranks send first).
+    std::vector<float> a(1000, static_cast<float>(10 * rank + 1));
+    std::vector<float> b(3, static_cast<float>(10 * rank + 2));
+    auto s1 = c.isend(a.data(), a.size() * sizeof(float), peer, 7);
+    auto s2 = c.isend(b.data(), b.size() * sizeof(float), peer, 8);
+    std::vector<float> got_b(3), got_a(1000);
+    c.recv(got_b.data(), got_b.size() * sizeof(float), peer, 8);
+    c.recv(got_a.data(), got_a.size() * sizeof(float), peer, 7);
+    s1->wait();
+    s2->wait();
+    if (got_a != std::vector<float>(1000, static_cast<float>(10 * peer + 1)) ||
+        got_b != std::vector<float>(3, static_cast<float>(10 * peer + 2))) {
+      throw std::runtime_error("rank " + std::to_string(rank) + " received the wrong data");
+    }
+    c.barrier();
+  });
+}

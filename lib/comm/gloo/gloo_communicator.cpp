@@ -229,6 +229,53 @@ void GlooCommunicator::send(const void* data, size_t bytes, int dst, uint32_t ta
       " to rank " + std::to_string(dst));
 }
 
+namespace {
+
+class GlooPendingSend final : public PendingSend {
+ public:
+  GlooPendingSend(std::unique_ptr<gloo::transport::UnboundBuffer> buf, std::string what,
+                  std::chrono::milliseconds timeout)
+      : buf_(std::move(buf)), what_(std::move(what)), timeout_(timeout) {}
+  ~GlooPendingSend() override {
+    try {
+      wait();
+    } catch (const std::exception&) {  // the owner is unwinding from an earlier error
+    }
+  }
+  void wait() override {
+    if (!buf_) return;
+    auto buf = std::move(buf_);
+    try {
+      wait_or_throw(buf->waitSend(timeout_), "send");
+    } catch (const std::exception& e) {
+      throw CommError(what_ + " failed: " + strip_source_location(e.what()));
+    }
+  }
+
+ private:
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+  std::string what_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingSend> GlooCommunicator::isend(const void* data, size_t bytes, int dst,
+                                                     uint32_t tag) {
+  check_peer("isend", dst);
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  const std::string what = "send to rank " + std::to_string(dst) + " on group " + name_;
+  if (bytes == 0) return std::make_unique<GlooPendingSend>(nullptr, what, options_.timeout);
+  guarded(
+      "send",
+      [&] {
+        buf = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+        buf->send(dst, gloo::Slot::build(kPointToPointSlotPrefix, tag));
+      },
+      " to rank " + std::to_string(dst));
+  return std::make_unique<GlooPendingSend>(std::move(buf), what, options_.timeout);
+}
+
 void GlooCommunicator::recv(void* data, size_t bytes, int src, uint32_t tag) {
   check_peer("recv", src);
   if (bytes == 0) return;

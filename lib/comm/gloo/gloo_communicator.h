@@ -35,6 +35,8 @@ class GlooCommunicator final : public Communicator {
   // each other first deadlock. Order pairs (one sends first, the other receives first).
   void send(const void* data, size_t bytes, int dst, uint32_t tag) override;
   void recv(void* data, size_t bytes, int src, uint32_t tag) override;
+  std::unique_ptr<PendingSend> isend(const void* data, size_t bytes, int dst,
+                                     uint32_t tag) override;
   void barrier() override;
 
   std::string algorithm_name(std::string_view op, size_t count) const override;
