@@ -7,91 +7,56 @@
 namespace trainctl::model {
 
 struct Gpt::BlockParams {
-  size_t ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
-  size_t ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+  int ln1_w, ln1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
+  int ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
 };
 
-// What one block keeps from forward for its backward.
+// What one block keeps from forward for its backward (local TP widths).
 struct Gpt::BlockActs {
   float *ln1, *ln1_mean, *ln1_rstd;  // [N,C], [N], [N]
-  float* qkv;                        // [N,3C]
-  float* att;                        // [N,C]  attention output before c_proj
-  float* lse;                        // [B,NH,T]
+  float* qkv;                        // [N,3C/tp]
+  float* att;                        // [N,C/tp]  attention output before c_proj
+  float* lse;                        // [B,NH/tp,T]
   float* res1;                       // [N,C]  residual stream after attention
   float *ln2, *ln2_mean, *ln2_rstd;  // [N,C], [N], [N]
-  float* fc;                         // [N,4C] before GELU
-  float* gelu;                       // [N,4C]
+  float* fc;                         // [N,4C/tp] before GELU
+  float* gelu;                       // [N,4C/tp]
   float* res2;                       // [N,C]  residual stream after the MLP: the block output
 };
 
-Gpt::Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len)
-    : config_(config), backend_(backend), B_(batch), T_(seq_len), params_(backend) {
+// One micro-batch's activations of one chunk.
+struct Gpt::ChunkActs {
+  float* input = nullptr;  // [N,C]: the embedding's output, or the previous stage's
+  std::vector<BlockActs> blocks;
+  // Head chunk only: ln_f, per-token losses, and d(ln_f output) from the fused loss.
+  float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr;
+  float *losses = nullptr, *dlnf = nullptr;
+};
+
+Gpt::Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len, GptOptions options)
+    : config_(config),
+      shard_(options.shard.chunks.empty() ? GptShardSpec::whole(config) : options.shard),
+      tp_(options.tp),
+      backend_(backend),
+      B_(batch),
+      T_(seq_len),
+      params_(backend) {
   if (seq_len > config.max_seq_len) {
     throw std::invalid_argument("sequence length exceeds the model's position table");
   }
-  const int64_t C = config.d_model, V = config.vocab_size;
-  const float std0 = 0.02f;
-  // GPT-2: residual projections are scaled so the residual stream's variance does not
-  // grow with depth.
-  const float std_proj = 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer));
-
-  wte_ = params_.declare("transformer.wte.weight", {V, C}, Init::normal, std0, true);
-  wpe_ =
-      params_.declare("transformer.wpe.weight", {config.max_seq_len, C}, Init::normal, std0, true);
-  for (int l = 0; l < config.n_layer; ++l) {
-    const std::string p = "transformer.h." + std::to_string(l) + ".";
-    BlockParams b{};
-    b.ln1_w = params_.declare(p + "ln_1.weight", {C}, Init::ones, 0, false);
-    b.ln1_b = params_.declare(p + "ln_1.bias", {C}, Init::zeros, 0, false);
-    b.attn_w = params_.declare(p + "attn.c_attn.weight", {3 * C, C}, Init::normal, std0, true);
-    b.attn_b = params_.declare(p + "attn.c_attn.bias", {3 * C}, Init::zeros, 0, false);
-    b.attn_proj_w = params_.declare(p + "attn.c_proj.weight", {C, C}, Init::normal, std_proj, true);
-    b.attn_proj_b = params_.declare(p + "attn.c_proj.bias", {C}, Init::zeros, 0, false);
-    b.ln2_w = params_.declare(p + "ln_2.weight", {C}, Init::ones, 0, false);
-    b.ln2_b = params_.declare(p + "ln_2.bias", {C}, Init::zeros, 0, false);
-    b.fc_w = params_.declare(p + "mlp.c_fc.weight", {4 * C, C}, Init::normal, std0, true);
-    b.fc_b = params_.declare(p + "mlp.c_fc.bias", {4 * C}, Init::zeros, 0, false);
-    b.fc_proj_w =
-        params_.declare(p + "mlp.c_proj.weight", {C, 4 * C}, Init::normal, std_proj, true);
-    b.fc_proj_b = params_.declare(p + "mlp.c_proj.bias", {C}, Init::zeros, 0, false);
-    blocks_.push_back(b);
+  const int tp = shard_.tp_size;
+  if (tp > 1 && (tp_ == nullptr || tp_->size() != tp || tp_->rank() != shard_.tp_rank)) {
+    throw std::invalid_argument("Gpt: a tensor-parallel shard needs its TP communicator");
   }
-  lnf_w_ = params_.declare("transformer.ln_f.weight", {C}, Init::ones, 0, false);
-  lnf_b_ = params_.declare("transformer.ln_f.bias", {C}, Init::zeros, 0, false);
-  params_.allocate();
-
-  const size_t N = static_cast<size_t>(B_) * T_;
-  const size_t Cs = static_cast<size_t>(C);
-  const size_t lse_n = static_cast<size_t>(B_) * config.n_head * T_;
-  encoded_ = act(N * Cs);
-  for (int l = 0; l < config.n_layer; ++l) {
-    BlockActs a{};
-    a.ln1 = act(N * Cs);
-    a.ln1_mean = act(N);
-    a.ln1_rstd = act(N);
-    a.qkv = act(N * 3 * Cs);
-    a.att = act(N * Cs);
-    a.lse = act(lse_n);
-    a.res1 = act(N * Cs);
-    a.ln2 = act(N * Cs);
-    a.ln2_mean = act(N);
-    a.ln2_rstd = act(N);
-    a.fc = act(N * 4 * Cs);
-    a.gelu = act(N * 4 * Cs);
-    a.res2 = act(N * Cs);
-    acts_.push_back(a);
-  }
-  lnf_ = act(N * Cs);
-  lnf_mean_ = act(N);
-  lnf_rstd_ = act(N);
-  losses_ = act(N);
-  dres_ = act(N * Cs);
-  dC_ = act(N * Cs);
-  dC2_ = act(N * Cs);
-  dqkv_ = act(N * 3 * Cs);
-  d4C_a_ = act(N * 4 * Cs);
-  d4C_b_ = act(N * 4 * Cs);
-  scratchC_ = act(N * Cs);
+  if (options.slots < 1) throw std::invalid_argument("Gpt: slots must be >= 1");
+  check_tp_divisible(config, tp);
+  C_attn_ = config.d_model / tp;
+  C_mlp_ = 4 * config.d_model / tp;
+  NH_local_ = config.n_head / tp;
+  V_local_ = config.vocab_size / tp;
+  vocab_ = {shard_.tp_rank * V_local_, V_local_};
+  declare_params();
+  allocate_activations(options.slots);
 }
 
 Gpt::~Gpt() {
@@ -104,117 +69,313 @@ float* Gpt::act(size_t n) {
   return static_cast<float*>(p);
 }
 
+void Gpt::declare_params() {
+  for (const ParamSpec& spec : gpt_param_specs(config_, shard_)) {
+    const int index = static_cast<int>(params_.declare(spec));
+    const std::string& n = spec.name;
+    if (n == "transformer.wte.weight") {
+      (spec.tied_copy ? wte_copy_ : wte_) = index;
+    } else if (n == "transformer.wpe.weight") {
+      wpe_ = index;
+    } else if (n == "transformer.ln_f.weight") {
+      lnf_w_ = index;
+    } else if (n == "transformer.ln_f.bias") {
+      lnf_b_ = index;
+    }
+  }
+  // Blocks: look the names up once, chunk by chunk.
+  for (const LayerRange& chunk : shard_.chunks) {
+    chunk_first_block_.push_back(static_cast<int>(blocks_.size()));
+    for (int l = chunk.begin; l < chunk.end; ++l) {
+      const std::string p = "transformer.h." + std::to_string(l) + ".";
+      auto at = [&](const char* suffix) {
+        const Param& param = params_.find(p + suffix);
+        return static_cast<int>(&param - params_.list().data());
+      };
+      blocks_.push_back({at("ln_1.weight"), at("ln_1.bias"), at("attn.c_attn.weight"),
+                         at("attn.c_attn.bias"), at("attn.c_proj.weight"), at("attn.c_proj.bias"),
+                         at("ln_2.weight"), at("ln_2.bias"), at("mlp.c_fc.weight"),
+                         at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")});
+    }
+  }
+  params_.allocate();
+}
+
+void Gpt::allocate_activations(int slots) {
+  const size_t N = static_cast<size_t>(B_) * T_;
+  const size_t C = static_cast<size_t>(config_.d_model);
+  const size_t Ca = static_cast<size_t>(C_attn_), Cm = static_cast<size_t>(C_mlp_);
+  const size_t lse_n = static_cast<size_t>(B_) * NH_local_ * T_;
+  for (int c = 0; c < num_chunks(); ++c) {
+    std::vector<ChunkActs> per_slot;
+    for (int s = 0; s < slots; ++s) {
+      ChunkActs a;
+      a.input = act(N * C);
+      for (int l = 0; l < shard_.chunks[static_cast<size_t>(c)].size(); ++l) {
+        BlockActs b{};
+        b.ln1 = act(N * C);
+        b.ln1_mean = act(N);
+        b.ln1_rstd = act(N);
+        b.qkv = act(N * 3 * Ca);
+        b.att = act(N * Ca);
+        b.lse = act(lse_n);
+        b.res1 = act(N * C);
+        b.ln2 = act(N * C);
+        b.ln2_mean = act(N);
+        b.ln2_rstd = act(N);
+        b.fc = act(N * Cm);
+        b.gelu = act(N * Cm);
+        b.res2 = act(N * C);
+        a.blocks.push_back(b);
+      }
+      if (has_head(c)) {
+        a.lnf = act(N * C);
+        a.lnf_mean = act(N);
+        a.lnf_rstd = act(N);
+        a.losses = act(N);
+        a.dlnf = act(N * C);
+      }
+      per_slot.push_back(std::move(a));
+    }
+    acts_.push_back(std::move(per_slot));
+  }
+  dres_ = act(N * C);
+  dC_ = act(N * C);
+  dC2_ = act(N * C);
+  dqkv_ = act(N * 3 * Ca);
+  d4C_a_ = act(N * Cm);
+  d4C_b_ = act(N * Cm);
+  scratchC_ = act(N * C);
+  if (shard_.head && shard_.tp_size > 1) {
+    logits_ = act(N * static_cast<size_t>(V_local_));
+    row_max_ = act(N);
+    xent_stats_ = act(2 * N);
+  }
+}
+
 void Gpt::init_weights(uint64_t seed) { params_.initialize(seed); }
+
+int64_t Gpt::boundary_floats() const { return int64_t{B_} * T_ * config_.d_model; }
+
+Gpt::ChunkActs& Gpt::acts(int chunk, int slot) {
+  if (chunk < 0 || chunk >= num_chunks() || slot < 0 ||
+      slot >= static_cast<int>(acts_[static_cast<size_t>(chunk)].size())) {
+    throw std::out_of_range("Gpt: no activation slot " + std::to_string(slot) + " of chunk " +
+                            std::to_string(chunk));
+  }
+  return acts_[static_cast<size_t>(chunk)][static_cast<size_t>(slot)];
+}
+
+float* Gpt::input_buffer(int chunk, int slot) { return acts(chunk, slot).input; }
+
+void Gpt::tp_allreduce(float* data, size_t count, comm::ReduceOp op) {
+  if (shard_.tp_size > 1) tp_->allreduce(data, count, op);
+}
+
+// --- gradient pieces ------------------------------------------------------------------------
 
 std::vector<std::pair<int64_t, int64_t>> Gpt::grad_pieces() const {
   std::vector<std::pair<int64_t, int64_t>> pieces;
-  int64_t end = params_.total();  // the last block's MLP half runs on through ln_f
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
-    const BlockParams& b = blocks_[static_cast<size_t>(l)];
-    const int64_t attn_begin = params_.at(b.ln1_w).offset;
-    const int64_t mlp_begin = params_.at(b.ln2_w).offset;
+  int64_t end = params_.total();
+  if (wte_copy_ >= 0) {
+    const int64_t begin = params_.at(static_cast<size_t>(wte_copy_)).offset;
+    pieces.emplace_back(begin, end);
+    end = begin;
+  }
+  // The last block's MLP half runs on through ln_f.
+  for (size_t j = blocks_.size(); j-- > 0;) {
+    const BlockParams& b = blocks_[j];
+    const int64_t attn_begin = params_.at(static_cast<size_t>(b.ln1_w)).offset;
+    const int64_t mlp_begin = params_.at(static_cast<size_t>(b.ln2_w)).offset;
     pieces.emplace_back(mlp_begin, end);
     pieces.emplace_back(attn_begin, mlp_begin);
     end = attn_begin;
   }
-  pieces.emplace_back(params_.at(wte_).offset, end);
+  if (wte_ >= 0) {
+    const int64_t wte_begin = params_.at(static_cast<size_t>(wte_)).offset;
+    if (exchanges_tied_embedding()) {
+      // wte on a piece of its own: it is final only after the exchange with the last stage.
+      const int64_t wpe_begin = params_.at(static_cast<size_t>(wpe_)).offset;
+      pieces.emplace_back(wpe_begin, end);
+      pieces.emplace_back(wte_begin, wpe_begin);
+    } else {
+      pieces.emplace_back(wte_begin, end);
+    }
+  }
   return pieces;
 }
 
-void Gpt::block_forward(int l, const float* x) {
-  const BlockParams& p = blocks_[static_cast<size_t>(l)];
-  BlockActs& a = acts_[static_cast<size_t>(l)];
-  const int N = B_ * T_, C = config_.d_model, NH = config_.n_head;
-  auto& be = backend_;
-  be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, params_.data(p.ln1_w),
-                       params_.data(p.ln1_b), N, C);
-  be.linear_forward(a.qkv, a.ln1, params_.data(p.attn_w), params_.data(p.attn_b), N, C, 3 * C);
-  be.attention_forward(a.att, a.lse, a.qkv, B_, T_, C, NH);
-  be.linear_forward(scratchC_, a.att, params_.data(p.attn_proj_w), params_.data(p.attn_proj_b), N,
-                    C, C);
-  be.add(a.res1, x, scratchC_, static_cast<size_t>(N) * C);
-  be.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, params_.data(p.ln2_w),
-                       params_.data(p.ln2_b), N, C);
-  be.linear_forward(a.fc, a.ln2, params_.data(p.fc_w), params_.data(p.fc_b), N, C, 4 * C);
-  be.gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * 4 * C);
-  be.linear_forward(scratchC_, a.gelu, params_.data(p.fc_proj_w), params_.data(p.fc_proj_b), N,
-                    4 * C, C);
-  be.add(a.res2, a.res1, scratchC_, static_cast<size_t>(N) * C);
+int Gpt::tied_embedding_piece() const {
+  if (!exchanges_tied_embedding()) return -1;
+  if (wte_copy_ >= 0) return 0;
+  return static_cast<int>(grad_pieces().size()) - 1;  // wte is the last piece
 }
 
-// dres holds d(block output) on entry and d(block input) on exit.
-void Gpt::block_backward(int l, const float* x, float* dres) {
-  const BlockParams& p = blocks_[static_cast<size_t>(l)];
-  const BlockActs& a = acts_[static_cast<size_t>(l)];
-  const int N = B_ * T_, C = config_.d_model, NH = config_.n_head;
+int Gpt::tied_embedding_param() const { return wte_copy_ >= 0 ? wte_copy_ : wte_; }
+
+// --- forward ----------------------------------------------------------------------------
+
+void Gpt::block_forward(const BlockParams& p, BlockActs& a, const float* x) {
+  const int N = B_ * T_, C = config_.d_model;
   const size_t NC = static_cast<size_t>(N) * C;
+  // Row-parallel outputs are partial sums: one rank adds the bias, the allreduce the rest.
+  const bool bias_here = shard_.tp_rank == 0;
   auto& be = backend_;
-  // MLP branch.
-  be.linear_backward(d4C_a_, params_.grad(p.fc_proj_w), params_.grad(p.fc_proj_b), dres, a.gelu,
-                     params_.data(p.fc_proj_w), N, 4 * C, C);
-  be.gelu_backward(d4C_b_, a.fc, d4C_a_, static_cast<size_t>(N) * 4 * C);
-  be.linear_backward(dC_, params_.grad(p.fc_w), params_.grad(p.fc_b), d4C_b_, a.ln2,
-                     params_.data(p.fc_w), N, C, 4 * C);
-  be.layernorm_backward(dC2_, params_.grad(p.ln2_w), params_.grad(p.ln2_b), dC_, a.res1,
-                        params_.data(p.ln2_w), a.ln2_mean, a.ln2_rstd, N, C);
-  grad_ready(2 * (config_.n_layer - 1 - l));  // the MLP half is final
-  be.add_inplace(dres, dC2_, NC);
-  // Attention branch.
-  be.linear_backward(dC_, params_.grad(p.attn_proj_w), params_.grad(p.attn_proj_b), dres, a.att,
-                     params_.data(p.attn_proj_w), N, C, C);
-  be.attention_backward(dqkv_, dC_, a.qkv, a.att, a.lse, B_, T_, C, NH);
-  be.linear_backward(dC_, params_.grad(p.attn_w), params_.grad(p.attn_b), dqkv_, a.ln1,
-                     params_.data(p.attn_w), N, C, 3 * C);
-  be.layernorm_backward(dC2_, params_.grad(p.ln1_w), params_.grad(p.ln1_b), dC_, x,
-                        params_.data(p.ln1_w), a.ln1_mean, a.ln1_rstd, N, C);
-  grad_ready(2 * (config_.n_layer - 1 - l) + 1);  // the attention half is final
-  be.add_inplace(dres, dC2_, NC);
+  auto& w = params_;
+  be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.data(p.ln1_w), w.data(p.ln1_b), N, C);
+  be.linear_forward(a.qkv, a.ln1, w.data(p.attn_w), w.data(p.attn_b), N, C, 3 * C_attn_);
+  be.attention_forward(a.att, a.lse, a.qkv, B_, T_, C_attn_, NH_local_);
+  be.linear_forward(scratchC_, a.att, w.data(p.attn_proj_w),
+                    bias_here ? w.data(p.attn_proj_b) : nullptr, N, C_attn_, C);
+  tp_allreduce(scratchC_, NC);
+  be.add(a.res1, x, scratchC_, NC);
+  be.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.data(p.ln2_w), w.data(p.ln2_b), N,
+                       C);
+  be.linear_forward(a.fc, a.ln2, w.data(p.fc_w), w.data(p.fc_b), N, C, C_mlp_);
+  be.gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * C_mlp_);
+  be.linear_forward(scratchC_, a.gelu, w.data(p.fc_proj_w),
+                    bias_here ? w.data(p.fc_proj_b) : nullptr, N, C_mlp_, C);
+  tp_allreduce(scratchC_, NC);
+  be.add(a.res2, a.res1, scratchC_, NC);
 }
 
-double Gpt::forward(const int32_t* tokens, const int32_t* targets, bool backward, float grad_scale,
-                    int64_t* count) {
-  const int N = B_ * T_, C = config_.d_model, V = config_.vocab_size, L = config_.n_layer;
+void Gpt::head_forward(ChunkActs& a, const float* top, const int32_t* targets, bool backward,
+                       float grad_scale, ChunkLoss* loss) {
+  const int N = B_ * T_, C = config_.d_model;
   auto& be = backend_;
-  be.embedding_forward(encoded_, tokens, params_.data(wte_), params_.data(wpe_), B_, T_, C);
-  for (int l = 0; l < L; ++l) {
-    block_forward(l, l == 0 ? encoded_ : acts_[static_cast<size_t>(l) - 1].res2);
-  }
-  const float* top = acts_.back().res2;
-  be.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, top, params_.data(lnf_w_), params_.data(lnf_b_),
-                       N, C);
-  // The fused head writes d(ln_f output) into dC_ and accumulates the tied embedding's
-  // gradient, without ever materialising [N, V] logits.
-  be.lm_head_cross_entropy(losses_, backward ? dC_ : nullptr,
-                           backward ? params_.grad(wte_) : nullptr, lnf_, params_.data(wte_),
-                           targets, N, C, V, grad_scale);
-  double sum = 0.0;
-  int64_t n = 0;
-  for (int i = 0; i < N; ++i) {
-    if (targets[i] >= 0) {
-      sum += losses_[i];
-      ++n;
+  auto& w = params_;
+  const int wte = tied_embedding_param();
+  be.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, top, w.data(lnf_w_), w.data(lnf_b_), N, C);
+  if (shard_.tp_size == 1) {
+    // The fused head writes d(ln_f output) and accumulates the tied embedding's gradient
+    // without ever materialising [N, V] logits.
+    be.lm_head_cross_entropy(a.losses, backward ? a.dlnf : nullptr,
+                             backward ? w.grad(wte) : nullptr, a.lnf, w.data(wte), targets, N, C,
+                             config_.vocab_size, grad_scale);
+  } else {
+    // Vocab-parallel: this rank's [N, V/tp] logits; only per-row max and sums cross ranks.
+    be.linear_forward(logits_, a.lnf, w.data(wte), nullptr, N, C, V_local_);
+    be.xent_row_max(row_max_, logits_, N, V_local_);
+    tp_allreduce(row_max_, static_cast<size_t>(N), comm::ReduceOp::max);
+    be.xent_partial_sums(xent_stats_, logits_, row_max_, targets, vocab_, N);
+    tp_allreduce(xent_stats_, 2 * static_cast<size_t>(N));
+    be.xent_finish(a.losses, backward ? logits_ : nullptr, logits_, row_max_, xent_stats_, targets,
+                   vocab_, N, grad_scale);
+    if (backward) {
+      be.linear_backward(a.dlnf, w.grad(wte), nullptr, logits_, a.lnf, w.data(wte), N, C, V_local_);
+      tp_allreduce(a.dlnf, static_cast<size_t>(N) * C);
     }
   }
-  *count = n;
-  if (!backward) return sum;
-
-  be.layernorm_backward(dres_, params_.grad(lnf_w_), params_.grad(lnf_b_), dC_, top,
-                        params_.data(lnf_w_), lnf_mean_, lnf_rstd_, N, C);
-  for (int l = L - 1; l >= 0; --l) {
-    block_backward(l, l == 0 ? encoded_ : acts_[static_cast<size_t>(l) - 1].res2, dres_);
+  for (int i = 0; i < N; ++i) {
+    if (targets[i] >= 0) {
+      loss->sum += a.losses[i];
+      ++loss->count;
+    }
   }
-  be.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, B_, T_, C);
-  grad_ready(2 * L);  // the embeddings
-  return sum;
 }
+
+const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
+                                bool backward, float grad_scale, ChunkLoss* loss) {
+  ChunkActs& a = acts(chunk, slot);
+  const int C = config_.d_model;
+  if (has_embedding(chunk)) {
+    // Each TP rank embeds the tokens of its vocabulary rows; rank 0 adds the positions.
+    backend_.embedding_forward(a.input, tokens, params_.data(wte_), vocab_,
+                               shard_.tp_rank == 0 ? params_.data(wpe_) : nullptr, B_, T_, C);
+    tp_allreduce(a.input, static_cast<size_t>(boundary_floats()));
+  }
+  const float* x = a.input;
+  const int first = chunk_first_block_[static_cast<size_t>(chunk)];
+  for (size_t j = 0; j < a.blocks.size(); ++j) {
+    block_forward(blocks_[static_cast<size_t>(first) + j], a.blocks[j], x);
+    x = a.blocks[j].res2;
+  }
+  if (!has_head(chunk)) return x;
+  head_forward(a, x, targets, backward, grad_scale, loss);
+  return nullptr;
+}
+
+// --- backward ---------------------------------------------------------------------------
+
+// dres holds d(block output) on entry and d(block input) on exit.
+void Gpt::block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
+                         int mlp_piece, bool report) {
+  const int N = B_ * T_, C = config_.d_model;
+  const size_t NC = static_cast<size_t>(N) * C;
+  auto& be = backend_;
+  auto& w = params_;
+  // MLP branch. Row-parallel c_proj: its bias gradient is the full one on every rank.
+  be.linear_backward(d4C_a_, w.grad(p.fc_proj_w), w.grad(p.fc_proj_b), dres, a.gelu,
+                     w.data(p.fc_proj_w), N, C_mlp_, C);
+  be.gelu_backward(d4C_b_, a.fc, d4C_a_, static_cast<size_t>(N) * C_mlp_);
+  // Column-parallel c_fc: each rank has part of d(ln_2 output); the allreduce sums them.
+  be.linear_backward(dC_, w.grad(p.fc_w), w.grad(p.fc_b), d4C_b_, a.ln2, w.data(p.fc_w), N, C,
+                     C_mlp_);
+  tp_allreduce(dC_, NC);
+  be.layernorm_backward(dC2_, w.grad(p.ln2_w), w.grad(p.ln2_b), dC_, a.res1, w.data(p.ln2_w),
+                        a.ln2_mean, a.ln2_rstd, N, C);
+  if (report) report_grad_ready(mlp_piece);
+  be.add_inplace(dres, dC2_, NC);
+  // Attention branch.
+  be.linear_backward(dC_, w.grad(p.attn_proj_w), w.grad(p.attn_proj_b), dres, a.att,
+                     w.data(p.attn_proj_w), N, C_attn_, C);
+  be.attention_backward(dqkv_, dC_, a.qkv, a.att, a.lse, B_, T_, C_attn_, NH_local_);
+  be.linear_backward(dC_, w.grad(p.attn_w), w.grad(p.attn_b), dqkv_, a.ln1, w.data(p.attn_w), N, C,
+                     3 * C_attn_);
+  tp_allreduce(dC_, NC);
+  be.layernorm_backward(dC2_, w.grad(p.ln1_w), w.grad(p.ln1_b), dC_, x, w.data(p.ln1_w), a.ln1_mean,
+                        a.ln1_rstd, N, C);
+  if (report) report_grad_ready(mlp_piece + 1);
+  be.add_inplace(dres, dC2_, NC);
+}
+
+const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, bool report) {
+  ChunkActs& a = acts(chunk, slot);
+  const int N = B_ * T_, C = config_.d_model;
+  if (has_head(chunk)) {
+    const float* top = a.blocks.back().res2;
+    backend_.layernorm_backward(dres_, params_.grad(lnf_w_), params_.grad(lnf_b_), a.dlnf, top,
+                                params_.data(lnf_w_), a.lnf_mean, a.lnf_rstd, N, C);
+  }
+  const int first = chunk_first_block_[static_cast<size_t>(chunk)];
+  const int base = wte_copy_ >= 0 ? 1 : 0;  // pieces before the blocks' (see grad_pieces)
+  const int nb = static_cast<int>(blocks_.size());
+  for (int j = static_cast<int>(a.blocks.size()) - 1; j >= 0; --j) {
+    const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
+    const int block = first + j;
+    block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
+                   base + 2 * (nb - 1 - block), report);
+  }
+  if (!has_embedding(chunk)) return dres_;
+  backend_.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, vocab_, B_, T_,
+                              C);
+  // The embeddings' piece(s): wte's own piece, when it has one, the caller reports.
+  if (report) report_grad_ready(base + 2 * nb);
+  return nullptr;
+}
+
+// --- the whole model ------------------------------------------------------------------------
 
 double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, float grad_scale,
                              int64_t* count) {
-  return forward(tokens, targets, true, grad_scale, count);
+  if (num_chunks() != 1 || !shard_.embedding || !shard_.head) {
+    throw std::logic_error("Gpt::forward_backward needs the whole model on this rank");
+  }
+  ChunkLoss loss;
+  forward_chunk(0, 0, tokens, targets, true, grad_scale, &loss);
+  backward_chunk(0, 0, tokens, true);
+  *count = loss.count;
+  return loss.sum;
 }
 
 double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t* count) {
-  return forward(tokens, targets, false, 0.0f, count);
+  if (num_chunks() != 1 || !shard_.embedding || !shard_.head) {
+    throw std::logic_error("Gpt::forward_loss needs the whole model on this rank");
+  }
+  ChunkLoss loss;
+  forward_chunk(0, 0, tokens, targets, false, 0.0f, &loss);
+  *count = loss.count;
+  return loss.sum;
 }
 
 }  // namespace trainctl::model

@@ -3,33 +3,57 @@
 // pre-LayerNorm blocks, 4x MLP with tanh-GELU, biases everywhere, LM head tied to the
 // token embedding. Parameters use nanoGPT's names and layouts so exports load into
 // PyTorch as they are.
+//
+// One object holds one rank's shard of the model (model/shard.h):
+//   - pipeline parallelism: some contiguous ranges of blocks ("chunks": one per pipeline
+//     stage the rank runs; several for the interleaved schedule), plus the embedding on the
+//     first stage and ln_f + LM head on the last;
+//   - tensor parallelism (Megatron): attention heads and MLP columns split over the TP group
+//     (column-parallel c_attn / c_fc, row-parallel c_proj with a TP allreduce of their
+//     outputs in forward and of the column-parallel layers' input gradients in backward),
+//     vocab-parallel embedding and cross-entropy (the [N, V] logits are never gathered).
+//     Replicated parameters (LayerNorms, row-parallel biases, wpe) get identical gradients on
+//     every TP rank because their inputs are identical after each allreduce.
+// Activations of several micro-batches in flight live in "slots" (one per micro-batch a
+// pipeline schedule keeps between its forward and its backward).
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "model/gpt_config.h"
 #include "model/parameters.h"
+#include "model/shard.h"
 #include "ops/backend.h"
 
 namespace trainctl::model {
 
+struct GptOptions {
+  GptShardSpec shard;                // empty chunks: the whole model
+  comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
+  int slots = 1;                     // micro-batches in flight per chunk
+};
+
 class Gpt {
  public:
   // Activation buffers are sized for micro-batches of `batch` sequences of `seq_len`.
-  Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len);
+  Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len,
+      GptOptions options = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
   const GptConfig& config() const { return config_; }
+  const GptShardSpec& shard() const { return shard_; }
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
   // GPT-2 initialisation (N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer)),
-  // a pure function of the seed.
+  // a pure function of the seed; a shard gets its slice of the unsharded model's values.
   void init_weights(uint64_t seed);
 
+  // --- the whole model on this rank (every chunk; embedding and head held) -------------
   // One micro-batch, forward and backward. tokens/targets are [batch, seq_len]; targets < 0
   // are ignored. Parameter gradients ACCUMULATE, scaled so that each token's loss
   // contributes `grad_scale` (pass 1 / tokens-per-optimizer-step for a mean over the step).
@@ -39,45 +63,97 @@ class Gpt {
   // Forward only (evaluation). Same return convention.
   double forward_loss(const int32_t* tokens, const int32_t* targets, int64_t* count);
 
-  // The flat gradient buffer as contiguous pieces, [begin, end) float offsets, in the
-  // order the backward pass makes them final: for each block from the last to the first,
-  // its MLP half (ln_2, c_fc, mlp.c_proj; the last block's also holds ln_f) and then its
-  // attention half (ln_1, c_attn, attn.c_proj); the embeddings come last. Half-layer
-  // pieces let data parallelism start reducing a block's MLP gradients while the same
-  // block's attention backward still runs.
+  // --- one chunk at a time (pipeline stages) ---------------------------------------------
+  int num_chunks() const { return static_cast<int>(shard_.chunks.size()); }
+  bool has_embedding(int chunk) const { return shard_.embedding && chunk == 0; }
+  bool has_head(int chunk) const { return shard_.head && chunk == num_chunks() - 1; }
+  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model.
+  int64_t boundary_floats() const;
+  // Where the previous stage's output for (chunk, slot) must be written before
+  // forward_chunk (chunks without the embedding).
+  float* input_buffer(int chunk, int slot);
+  struct ChunkLoss {
+    double sum = 0.0;
+    int64_t count = 0;
+  };
+  // Forward of `chunk` on the micro-batch in `slot`. tokens: needed by the embedding chunk
+  // (and kept by the caller until that chunk's backward); targets: by the head chunk,
+  // which also computes the loss (added to *loss) and, if `backward`, the gradient of the
+  // loss sum scaled by grad_scale (kept in the slot for backward_chunk; the tied
+  // embedding's share accumulates now). Returns the output activation (in the slot, valid
+  // until its backward), or nullptr for the head chunk.
+  const float* forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
+                             bool backward, float grad_scale, ChunkLoss* loss);
+  // Where the next stage's gradient of this chunk's output must be written before
+  // backward_chunk (chunks without the head). Shared by all chunks and slots.
+  float* output_grad_buffer() { return dres_; }
+  // Backward of `chunk` for the micro-batch in `slot`; parameter gradients accumulate.
+  // `report` = this backward makes the chunk's gradients final for the step: the
+  // grad-ready hook fires for each piece as it completes. Returns the gradient of the
+  // chunk's input (valid until the next backward_chunk), or nullptr for the embedding chunk.
+  const float* backward_chunk(int chunk, int slot, const int32_t* tokens, bool report);
+
+  // The flat gradient buffer as contiguous pieces, [begin, end) float offsets, descending
+  // through the buffer in the order the backward pass makes them final: the LM head's copy
+  // of the tied embedding (if any), then for each block from the last to the first its MLP
+  // half (ln_2, c_fc, mlp.c_proj; the last block's also holds ln_f) and its attention half
+  // (ln_1, c_attn, attn.c_proj), then the embeddings (wpe and wte as two pieces when wte's
+  // gradient is exchanged with the last stage, else one). Half-layer pieces let data parallelism
+  // start reducing a block's MLP gradients while the same block's attention backward runs.
   std::vector<std::pair<int64_t, int64_t>> grad_pieces() const;
+  // The piece holding the tied embedding on a stage that must exchange its gradient with
+  // the other end of the pipeline (pp > 1), or -1. backward_chunk never reports it: the
+  // caller does, after the exchange.
+  int tied_embedding_piece() const;
+  // This rank holds one end of a tied embedding split over pipeline stages (pp > 1, first
+  // or last stage): its gradient must be added to the other end's.
+  bool exchanges_tied_embedding() const { return shard_.embedding != shard_.head; }
+  // Index of the tied embedding parameter on this rank (wte or its copy), or -1.
+  int tied_embedding_param() const;
 
   // Called during backward with the index (into grad_pieces()) of each piece whose
-  // gradients have just become final, in increasing order.
+  // gradients have just become final.
   void set_grad_ready_hook(std::function<void(int piece)> hook) { grad_ready_ = std::move(hook); }
+  // Fires the hook for `piece` (the tied embedding after its exchange).
+  void report_grad_ready(int piece) const {
+    if (grad_ready_) grad_ready_(piece);
+  }
 
  private:
   struct BlockParams;
   struct BlockActs;
+  struct ChunkActs;
 
-  double forward(const int32_t* tokens, const int32_t* targets, bool backward, float grad_scale,
-                 int64_t* count);
-  void block_forward(int l, const float* x);
-  void block_backward(int l, const float* x, float* dres);
-  void grad_ready(int piece) const {
-    if (grad_ready_) grad_ready_(piece);
-  }
+  void declare_params();
+  void allocate_activations(int slots);
+  void block_forward(const BlockParams& p, BlockActs& a, const float* x);
+  void block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
+                      int mlp_piece, bool report);
+  void head_forward(ChunkActs& a, const float* top, const int32_t* targets, bool backward,
+                    float grad_scale, ChunkLoss* loss);
+  void tp_allreduce(float* data, size_t count, comm::ReduceOp op = comm::ReduceOp::sum);
+  ChunkActs& acts(int chunk, int slot);
   float* act(size_t n);
 
   GptConfig config_;
+  GptShardSpec shard_;
+  comm::Communicator* tp_;
   ops::Backend& backend_;
   int B_, T_;
+  // Local widths under tensor parallelism: d_model / tp (attention), 4 d_model / tp (MLP),
+  // heads / tp, vocab / tp.
+  int C_attn_, C_mlp_, NH_local_, V_local_;
+  ops::VocabRange vocab_;
   ParameterSet params_;
-  size_t wte_, wpe_, lnf_w_, lnf_b_;
-  std::vector<BlockParams> blocks_;
-  std::vector<BlockActs> acts_;
-  std::vector<void*> buffers_;  // every activation/scratch allocation, freed in ~Gpt
-  // Top-level activations and backward scratch.
-  float* encoded_ = nullptr;
-  float *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
-  float* losses_ = nullptr;
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, wte_copy_ = -1;
+  std::vector<BlockParams> blocks_;           // this rank's blocks, chunk by chunk
+  std::vector<int> chunk_first_block_;        // index into blocks_ of each chunk's first
+  std::vector<std::vector<ChunkActs>> acts_;  // [chunk][slot]
+  std::vector<void*> buffers_;                // every activation/scratch allocation, freed in ~Gpt
+  // Backward and head scratch, shared by chunks and slots.
   float *dres_ = nullptr, *dC_ = nullptr, *dC2_ = nullptr, *dqkv_ = nullptr;
   float *d4C_a_ = nullptr, *d4C_b_ = nullptr, *scratchC_ = nullptr;
+  float *logits_ = nullptr, *row_max_ = nullptr, *xent_stats_ = nullptr;
   std::function<void(int)> grad_ready_;
 };
 

@@ -20,15 +20,27 @@ ParameterSet::~ParameterSet() {
 
 size_t ParameterSet::declare(std::string name, Shape shape, Init init, float init_std,
                              bool weight_decay) {
+  ParamSpec spec;
+  spec.name = std::move(name);
+  spec.shard.global_shape = std::move(shape);
+  spec.init = init;
+  spec.init_std = init_std;
+  spec.weight_decay = weight_decay;
+  return declare(spec);
+}
+
+size_t ParameterSet::declare(const ParamSpec& spec) {
   if (data_) throw std::logic_error("ParameterSet: declare() after allocate()");
   Param p;
-  p.name = std::move(name);
-  p.numel = numel_of(shape);
-  p.shape = std::move(shape);
+  p.name = spec.name;
+  p.shape = spec.shard.local_shape();
+  p.shard = spec.shard;
+  p.tied_copy = spec.tied_copy;
+  p.numel = numel_of(p.shape);
   p.offset = total_;
-  p.init = init;
-  p.init_std = init_std;
-  p.weight_decay = weight_decay;
+  p.init = spec.init;
+  p.init_std = spec.init_std;
+  p.weight_decay = spec.weight_decay;
   total_ = align_up(total_ + p.numel);
   params_.push_back(std::move(p));
   return params_.size() - 1;
@@ -55,7 +67,8 @@ void ParameterSet::initialize(uint64_t seed) {
       case Init::normal: {
         const uint64_t stream = rng::hash(seed, rng::hash_name(p.name));
         for (int64_t k = 0; k < p.numel; ++k) {
-          w[k] = static_cast<float>(p.init_std * rng::normal(stream, static_cast<uint64_t>(k)));
+          const int64_t g = p.shard.global_index(k);
+          w[k] = static_cast<float>(p.init_std * rng::normal(stream, static_cast<uint64_t>(g)));
         }
         break;
       }

@@ -7,21 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "model/shard.h"
 #include "ops/backend.h"
 #include "tensor/tensor.h"
 
 namespace trainctl::model {
 
-enum class Init {
-  zeros,
-  ones,
-  normal,  // N(0, std)
-};
-
 struct Param {
-  std::string name;    // nanoGPT name, e.g. "transformer.h.0.attn.c_attn.weight"
-  Shape shape;         // nanoGPT/nn.Linear layout
-  int64_t offset = 0;  // in floats, into the flat buffers
+  std::string name;        // nanoGPT name, e.g. "transformer.h.0.attn.c_attn.weight"
+  Shape shape;             // this rank's (local) shape, nanoGPT/nn.Linear layout
+  TensorShard shard;       // where it sits in the global tensor (whole when not sharded)
+  bool tied_copy = false;  // see ParamSpec::tied_copy
+  int64_t offset = 0;      // in floats, into the flat buffers
   int64_t numel = 0;
   Init init = Init::zeros;
   float init_std = 0.0f;
@@ -37,10 +34,13 @@ class ParameterSet {
 
   // Declaration phase: returns the index of the new parameter.
   size_t declare(std::string name, Shape shape, Init init, float init_std, bool weight_decay);
+  // A parameter of a model shard: local shape from spec.shard.
+  size_t declare(const ParamSpec& spec);
   // Allocates both flat buffers (zeroed). No declarations after this.
   void allocate();
-  // Fills every parameter from its init rule; values depend only on (seed, name, index),
-  // never on the order of declaration or on the process layout.
+  // Fills every parameter from its init rule; values depend only on (seed, name, GLOBAL
+  // element index), never on the order of declaration or on the process layout: a shard
+  // holds exactly its slice of the unsharded model.
   void initialize(uint64_t seed);
 
   const std::vector<Param>& list() const { return params_; }

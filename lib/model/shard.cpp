@@ -136,7 +136,7 @@ void check_tp_divisible(const GptConfig& config, int tp) {
 
 namespace {
 
-ParamSpec param(std::string name, Shape global, ParamSpec::Init init, float std_dev, bool decay) {
+ParamSpec param(std::string name, Shape global, Init init, float std_dev, bool decay) {
   ParamSpec p;
   p.name = std::move(name);
   p.shard.global_shape = std::move(global);
@@ -165,7 +165,7 @@ ParamSpec tp_replicated(ParamSpec p, const GptShardSpec& s) {
 }  // namespace
 
 std::vector<ParamSpec> gpt_param_specs(const GptConfig& config, const GptShardSpec& s) {
-  using I = ParamSpec::Init;
+  using I = Init;
   const int64_t C = config.d_model, V = config.vocab_size;
   constexpr float std0 = 0.02f;
   // GPT-2: residual projections are scaled so the residual stream's variance does not

@@ -34,11 +34,17 @@ struct TensorShard {
   int64_t global_index(int64_t local) const;
 };
 
+enum class Init {
+  zeros,
+  ones,
+  normal,  // N(0, std)
+};
+
 // One parameter of a rank's shard of the model.
 struct ParamSpec {
   std::string name;  // nanoGPT name, e.g. "transformer.h.3.mlp.c_fc.weight"
   TensorShard shard;
-  enum class Init { zeros, ones, normal } init = Init::zeros;
+  Init init = Init::zeros;
   float init_std = 0.0f;
   bool weight_decay = false;
   // The LM head's copy of the tied token embedding on the last pipeline stage (pp > 1): its

@@ -16,6 +16,14 @@
 
 namespace trainctl::ops {
 
+// The rows [begin, begin + count) of the full vocabulary held by a vocab-parallel token
+// embedding (the whole vocabulary without tensor parallelism).
+struct VocabRange {
+  int begin = 0;
+  int count = 0;
+  bool holds(int32_t token) const { return token >= begin && token < begin + count; }
+};
+
 struct BackendOptions {
   int threads = 1;  // compute threads for this worker (one process per device slot)
 };
@@ -73,11 +81,14 @@ class Backend {
                                   int NH) = 0;
 
   // --- embeddings: out[B,T,C] = wte[tokens] + wpe[t] -----------------------------------
+  // wte holds the vocabulary rows of `vocab` (row 0 = token vocab.begin); tokens outside
+  // it contribute zeros (their rows live on another TP rank). wpe may be null (only one
+  // TP rank adds the positions before the sum over the group).
   virtual void embedding_forward(float* out, const int32_t* tokens, const float* wte,
-                                 const float* wpe, int B, int T, int C) = 0;
-  // dwte (+=), dwpe (+=, may be null).
+                                 VocabRange vocab, const float* wpe, int B, int T, int C) = 0;
+  // dwte (+=, rows of `vocab` only), dwpe (+=, may be null).
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout,
-                                  const int32_t* tokens, int B, int T, int C) = 0;
+                                  const int32_t* tokens, VocabRange vocab, int B, int T, int C) = 0;
 
   // --- LM head fused with softmax cross-entropy ------------------------------------------
   // logits = x[N,C] @ wte[V,C]^T are produced a block of rows at a time and never kept:
@@ -87,6 +98,23 @@ class Backend {
   virtual void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
                                      const float* wte, const int32_t* targets, int N, int C, int V,
                                      float dloss) = 0;
+
+  // --- vocab-parallel cross-entropy ----------------------------------------------------
+  // Megatron's split: each TP rank holds logits [N, vocab.count] for its vocabulary rows;
+  // the caller sums/maxes the small per-row statistics over the TP group between calls,
+  // so the full [N, V] logits never exist on one rank.
+  // row_max[i] = max over this rank's columns of logits[i, :].
+  virtual void xent_row_max(float* row_max, const float* logits, int N, int V) = 0;
+  // With the group's row max: stats[2i] = sum_j exp(logits[i, j] - row_max[i]) and
+  // stats[2i + 1] = the target's logit if this rank holds it, else 0.
+  virtual void xent_partial_sums(float* stats, const float* logits, const float* row_max,
+                                 const int32_t* targets, VocabRange vocab, int N) = 0;
+  // With stats summed over the group: losses[i] = row_max + log(sum) - target logit
+  // (0 for targets < 0). If dlogits != null it receives (it may alias logits)
+  // dloss * (softmax - onehot) for this rank's columns (zeros for ignored rows).
+  virtual void xent_finish(float* losses, float* dlogits, const float* logits, const float* row_max,
+                           const float* stats, const int32_t* targets, VocabRange vocab, int N,
+                           float dloss) = 0;
 
   // --- optimizer and reductions --------------------------------------------------------
   // Sum of squares of n floats, accumulated in double.

@@ -224,11 +224,16 @@ Timing bench_model(Backend& be, const Model& m, int threads, const Options& opt)
                        wpe = randoms(static_cast<size_t>(T) * C, 17), dwpe(wpe.size(), 0.0f),
                        losses(N);
     const Timing fwd = median_ms(
-        [&] { be.embedding_forward(y.data(), tokens.data(), wte.data(), wpe.data(), B, T, C); },
+        [&] {
+          be.embedding_forward(y.data(), tokens.data(), wte.data(), {0, V}, wpe.data(), B, T, C);
+        },
         opt.min_ms);
     emit("embedding_fwd", sh, threads, fwd, 0, 8.0 * nc);
     const Timing bwd = median_ms(
-        [&] { be.embedding_backward(dwte.data(), dwpe.data(), dy.data(), tokens.data(), B, T, C); },
+        [&] {
+          be.embedding_backward(dwte.data(), dwpe.data(), dy.data(), tokens.data(), {0, V}, B, T,
+                                C);
+        },
         opt.min_ms);
     emit("embedding_bwd", sh, threads, bwd, 0, 4.0 * nc);
     const Timing lm = median_ms(

@@ -162,16 +162,16 @@ TEST_CASE("embedding forward/backward match the reference", "[ops]") {
   VecD out_want(B * T * C);
   ref::embedding_forward(out_want.data(), tokens.data(), wte_d.data(), wpe_d.data(), B, T, C);
   std::vector<float> out(B * T * C);
-  be->embedding_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C);
+  be->embedding_forward(out.data(), tokens.data(), wte.data(), {0, V}, wpe.data(), B, T, C);
   ref::require_close(out, out_want, kTol, "out");
   VecD dwte_want = ref::to_double(dwte0), dwpe_want = ref::to_double(dwpe0);
   ref::embedding_backward(dwte_want.data(), dwpe_want.data(), dout_d.data(), tokens.data(), B, T,
                           C);
   std::vector<float> dwte = dwte0, dwpe = dwpe0;
-  be->embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
+  be->embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), {0, V}, B, T, C);
   ref::require_close(dwte, dwte_want, kTol, "dwte");
   ref::require_close(dwpe, dwpe_want, kTol, "dwpe");
-  be->embedding_backward(dwte.data(), nullptr, dout.data(), tokens.data(), B, T, C);
+  be->embedding_backward(dwte.data(), nullptr, dout.data(), tokens.data(), {0, V}, B, T, C);
 }
 
 TEST_CASE("elementwise ops, copies and sum of squares", "[ops]") {

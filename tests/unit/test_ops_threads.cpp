@@ -59,8 +59,8 @@ std::vector<std::vector<float>> run_all(ops::Backend& be) {
   for (auto& t : tokens) t = t < 0 ? 0 : t;
   std::vector<float> emb(x.size()), dwte2(static_cast<size_t>(V) * C),
       dwpe(static_cast<size_t>(T) * C);
-  be.embedding_forward(emb.data(), tokens.data(), w.data(), x.data(), B, T, C);
-  be.embedding_backward(dwte2.data(), dwpe.data(), att.data(), tokens.data(), B, T, C);
+  be.embedding_forward(emb.data(), tokens.data(), w.data(), {0, V}, x.data(), B, T, C);
+  be.embedding_backward(dwte2.data(), dwpe.data(), att.data(), tokens.data(), {0, V}, B, T, C);
   results.insert(results.end(), {emb, dwte2, dwpe});
 
   std::vector<float> p = y, m(y.size()), v(y.size());

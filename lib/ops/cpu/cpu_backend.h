@@ -47,10 +47,17 @@ class CpuBackend final : public Backend {
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, int B, int T, int C, int NH) override;
 
-  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                         int B, int T, int C) override;
-  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
-                          int T, int C) override;
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, VocabRange vocab,
+                         const float* wpe, int B, int T, int C) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          VocabRange vocab, int B, int T, int C) override;
+
+  void xent_row_max(float* row_max, const float* logits, int N, int V) override;
+  void xent_partial_sums(float* stats, const float* logits, const float* row_max,
+                         const int32_t* targets, VocabRange vocab, int N) override;
+  void xent_finish(float* losses, float* dlogits, const float* logits, const float* row_max,
+                   const float* stats, const int32_t* targets, VocabRange vocab, int N,
+                   float dloss) override;
 
   void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
                              const float* wte, const int32_t* targets, int N, int C, int V,

@@ -8,21 +8,28 @@
 namespace trainctl::ops::cpu {
 
 void CpuBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
-                                   const float* wpe, int B, int T, int C) {
+                                   VocabRange vocab, const float* wpe, int B, int T, int C) {
   const int64_t rows = int64_t{B} * T;
   pool_.parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / std::max(1, C)),
                      [&](int64_t r0, int64_t r1, int) {
                        for (int64_t r = r0; r < r1; ++r) {
-                         const float* te = wte + int64_t{tokens[r]} * C;
-                         const float* pe = wpe + (r % T) * C;
                          float* o = out + r * C;
-                         for (int i = 0; i < C; ++i) o[i] = te[i] + pe[i];
+                         if (vocab.holds(tokens[r])) {
+                           const float* te = wte + int64_t{tokens[r] - vocab.begin} * C;
+                           std::copy(te, te + C, o);
+                         } else {
+                           std::fill(o, o + C, 0.0f);
+                         }
+                         if (wpe != nullptr) {
+                           const float* pe = wpe + (r % T) * C;
+                           for (int i = 0; i < C; ++i) o[i] += pe[i];
+                         }
                        }
                      });
 }
 
 void CpuBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
-                                    const int32_t* tokens, int B, int T, int C) {
+                                    const int32_t* tokens, VocabRange vocab, int B, int T, int C) {
   const int64_t rows = int64_t{B} * T;
   // Whole cache lines per thread (16 floats) so threads never write the same line.
   const int64_t grain = rows * C >= kElementwiseGrain ? 16 : C;
@@ -30,8 +37,10 @@ void CpuBackend::embedding_backward(float* dwte, float* dwpe, const float* dout,
     const int width = static_cast<int>(c1 - c0);
     for (int64_t r = 0; r < rows; ++r) {
       const float* d = dout + r * C + c0;
-      float* te = dwte + int64_t{tokens[r]} * C + c0;
-      for (int i = 0; i < width; ++i) te[i] += d[i];
+      if (vocab.holds(tokens[r])) {
+        float* te = dwte + int64_t{tokens[r] - vocab.begin} * C + c0;
+        for (int i = 0; i < width; ++i) te[i] += d[i];
+      }
       if (dwpe != nullptr) {
         float* pe = dwpe + (r % T) * C + c0;
         for (int i = 0; i < width; ++i) pe[i] += d[i];
