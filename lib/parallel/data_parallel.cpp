@@ -1,5 +1,8 @@
 #include "parallel/data_parallel.h"
 
+#include "parallel/exact_sum.h"
+
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -8,7 +11,7 @@ namespace trainctl::parallel {
 DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& backend,
                            const optim::OptimizerOptions& optimizer,
                            const DataParallelOptions& options)
-    : gpt_(gpt), backend_(backend), zero_stage_(options.zero_stage) {
+    : dp_(dp), gpt_(gpt), backend_(backend), zero_stage_(options.zero_stage), norm_(options.norm) {
   if (zero_stage_ < 0 || zero_stage_ > 2) {
     throw std::invalid_argument("parallel.zero must be 0, 1 or 2, got " +
                                 std::to_string(zero_stage_));
@@ -38,7 +41,32 @@ void DataParallel::reduce_gradients() {
 }
 
 double DataParallel::grad_norm() {
-  return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
+  if (norm_.group == nullptr) {
+    return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
+  }
+  double local = 0.0;
+  if (zero_) {
+    local = zero_->local_grad_sumsq(norm_.counted);
+  } else if (dp_.rank() == 0) {  // DP replicas hold the same summed gradient: count one
+    const float* grads = gpt_.params().grads();
+    for (const auto& [b, e] : norm_.counted) {
+      local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
+    }
+  }
+  return std::sqrt(allsum_exact(*norm_.group, local));
+}
+
+std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
+  std::vector<FloatRange> out;
+  for (const model::Param& p : params.list()) {
+    if (p.tied_copy || (!p.shard.split() && p.shard.index != 0)) continue;
+    if (!out.empty() && out.back().second >= p.offset) {
+      out.back().second = p.offset + p.numel;
+    } else {
+      out.emplace_back(p.offset, p.offset + p.numel);
+    }
+  }
+  return out;
 }
 
 double DataParallel::clip_grad_norm(double norm, double max_norm) {

@@ -28,11 +28,26 @@
 
 namespace trainctl::parallel {
 
+// With tensor or pipeline parallelism the global gradient norm spans ranks holding
+// different parameters: each rank counts the entries in `counted` (its parameters, minus
+// those another rank of its TP group or pipeline also holds), and the sums are added over
+// `group` (the world).
+struct NormScope {
+  comm::Communicator* group = nullptr;  // null: the DP group holds the whole model
+  std::vector<FloatRange> counted;      // flat ranges of the gradient buffer
+};
+
+// The flat ranges of `params` this rank counts toward a model-parallel norm: split
+// tensors always, replicated ones on TP rank 0 only, the LM head's copy of the tied
+// embedding never. Adjacent ranges are merged.
+std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params);
+
 struct DataParallelOptions {
   int zero_stage = 0;  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only)
   // Buckets and wire format of the overlapped reduction (plain DP and ZeRO-1; ZeRO-2
   // reduce-scatters the whole buffer in fp32 after the backward pass).
   GradSyncOptions sync;
+  NormScope norm;
 };
 
 class DataParallel {
@@ -51,7 +66,8 @@ class DataParallel {
   // After the step's last backward pass: waits for the overlapped buckets (rethrowing a
   // comm::CommError), or reduce-scatters for ZeRO-2. Starts this step's stats.
   void reduce_gradients();
-  // Global L2 norm of the summed gradient (collective under ZeRO).
+  // Global L2 norm of the summed gradient (collective under ZeRO, and over the norm
+  // scope's group with model parallelism).
   double grad_norm();
   // Scales the gradient (or the owned shard) so its norm is at most max_norm; returns
   // the factor (1 when max_norm <= 0 or the norm is within it).
@@ -69,9 +85,11 @@ class DataParallel {
   const GradSync* grad_sync() const { return sync_.get(); }
 
  private:
+  comm::Communicator& dp_;
   model::Gpt& gpt_;
   ops::Backend& backend_;
   int zero_stage_;
+  NormScope norm_;
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded

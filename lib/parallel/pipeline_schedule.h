@@ -36,6 +36,9 @@ struct Instruction {
   OpKind kind;
   int micro_batch;  // -1 for optimizer_step
   int peer_stage;   // the other end of a send/recv; -1 for compute ops and optimizer_step
+  // The model chunk on this rank (interleaved schedule; 0 otherwise): computed by a
+  // forward/backward, consuming a received message, or producing a sent one.
+  int chunk = 0;
 
   bool operator==(const Instruction&) const = default;
 };

@@ -1,5 +1,7 @@
 #include "parallel/zero_optimizer.h"
 
+#include "parallel/exact_sum.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -77,20 +79,20 @@ double ZeroAdamW::grad_norm() {
   const auto n = static_cast<size_t>(shard_end() - shard_begin());
   const double local = n > 0 ? backend_.sum_squares(shard_grads(), n) : 0.0;
   if (dp_.size() == 1) return std::sqrt(local);
-  // Each rank's double travels bit for bit (as two floats' worth of bytes) and every rank
-  // adds them in rank order: the same norm everywhere, with no float rounding.
-  static_assert(sizeof(double) == 2 * sizeof(float));
-  float mine[2];
-  std::memcpy(mine, &local, sizeof local);
-  std::vector<float> all(2 * static_cast<size_t>(dp_.size()));
-  timed(sizeof local, [&] { dp_.allgather(mine, all.data(), 2); });
   double sum = 0.0;
-  for (int r = 0; r < dp_.size(); ++r) {
-    double part = 0.0;
-    std::memcpy(&part, all.data() + 2 * r, sizeof part);
-    sum += part;
-  }
+  timed(sizeof local, [&] { sum = allsum_exact(dp_, local); });
   return std::sqrt(sum);
+}
+
+double ZeroAdamW::local_grad_sumsq(const std::vector<FloatRange>& counted) {
+  const int64_t begin = shard_begin(), end = shard_end();
+  const float* grads = shard_grads();
+  double sum = 0.0;
+  for (const auto& [b, e] : counted) {
+    const int64_t lo = std::max(b, begin), hi = std::min(e, end);
+    if (hi > lo) sum += backend_.sum_squares(grads + (lo - begin), static_cast<size_t>(hi - lo));
+  }
+  return sum;
 }
 
 double ZeroAdamW::clip_grad_norm(double norm, double max_norm) {

@@ -20,6 +20,7 @@
 #include "model/parameters.h"
 #include "ops/backend.h"
 #include "optim/optimizer.h"
+#include "parallel/buckets.h"
 #include "parallel/comm_stats.h"
 #include "parallel/shard_layout.h"
 
@@ -40,6 +41,9 @@ class ZeroAdamW final : public optim::Optimizer {
   void reduce_gradients();
   // L2 norm of the whole DP-summed gradient (accumulated in double, equal on every rank).
   double grad_norm();
+  // Sum of squares of the owned shard's summed gradient over the flat ranges `counted`
+  // (model parallelism: entries another rank also holds are counted by one of them only).
+  double local_grad_sumsq(const std::vector<FloatRange>& counted);
   // Scales the owned gradient shard so the global norm is at most max_norm (no-op when
   // max_norm <= 0 or the norm is within it); returns the factor applied.
   double clip_grad_norm(double norm, double max_norm);

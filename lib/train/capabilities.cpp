@@ -15,16 +15,6 @@ void check_trainable(const config::JobSpec& spec) {
   if (spec.device != config::Device::cpu) {
     refuse(spec, "device", "the CUDA backend is not part of this build yet; use device: cpu");
   }
-  if (spec.parallel.tp != 1) {
-    refuse(spec, "parallel.tp",
-           "tensor parallel training is not available yet; use tp: 1 (`trainctl selftest` "
-           "can still verify the layout's process groups)");
-  }
-  if (spec.parallel.pp != 1) {
-    refuse(spec, "parallel.pp",
-           "pipeline parallel training is not available yet; use pp: 1 (`trainctl selftest` "
-           "can still verify the layout's process groups)");
-  }
   if (spec.parallel.zero != 0 && spec.optimizer.type != "adamw") {
     refuse(
         spec, "parallel.zero",

@@ -1,17 +1,34 @@
 #include "train/export.h"
 
+#include <algorithm>
+#include <map>
+#include <vector>
+
 #include "checkpoint/safetensors.h"
+#include "comm/layout.h"
 
 namespace trainctl::train {
 
-void export_model(const model::Gpt& gpt, const config::JobSpec& spec,
-                  const std::filesystem::path& path) {
-  std::vector<checkpoint::NamedTensor> tensors;
-  const model::ParameterSet& params = gpt.params();
-  for (size_t i = 0; i < params.list().size(); ++i) {
-    tensors.push_back({params.at(i).name, params.tensor(i)});
-  }
-  const model::GptConfig& c = gpt.config();
+namespace {
+
+constexpr uint32_t kExportTag = 0x7fff0002u;
+
+// Where each parameter of one rank's shard sits in that rank's flat buffer: the same
+// declarations as the rank's own ParameterSet (no memory is allocated).
+std::vector<model::Param> shard_layout(const model::GptConfig& cfg, const config::JobSpec& spec,
+                                       const comm::Layout& layout, int tp_rank, int pp_rank,
+                                       ops::Backend& backend, int64_t* total) {
+  const model::GptShardSpec shard =
+      model::GptShardSpec::of(cfg, spec.model.seq_len, layout.pp, pp_rank,
+                              spec.parallel.virtual_stages, layout.tp, tp_rank);
+  model::ParameterSet set(backend);
+  for (const model::ParamSpec& p : model::gpt_param_specs(cfg, shard)) set.declare(p);
+  *total = set.total();
+  return set.list();
+}
+
+void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const model::GptConfig& c,
+                 const config::JobSpec& spec, const std::filesystem::path& path) {
   checkpoint::write_safetensors(path, tensors,
                                 {{"format", "pt"},
                                  {"producer", "trainctl " TRAINCTL_VERSION},
@@ -23,6 +40,76 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec,
                                  {"n_embd", std::to_string(c.d_model)},
                                  {"bias", "true"},
                                  {"tied", "lm_head.weight=transformer.wte.weight"}});
+}
+
+}  // namespace
+
+void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
+                  const std::filesystem::path& path) {
+  const model::ParameterSet& params = gpt.params();
+  const comm::Layout& layout = groups.layout;
+  if (layout.tp == 1 && layout.pp == 1) {  // every rank holds the whole model
+    if (groups.rank != 0) return;
+    std::vector<checkpoint::NamedTensor> tensors;
+    for (size_t i = 0; i < params.list().size(); ++i) {
+      tensors.push_back({params.at(i).name, params.tensor(i)});
+    }
+    write_model(tensors, gpt.config(), spec, path);
+    return;
+  }
+  comm::Communicator& world = *groups.world;
+  if (groups.rank != 0) {
+    if (groups.coord.dp == 0) {
+      world.send(params.data(), static_cast<size_t>(params.total()) * sizeof(float), 0, kExportTag);
+    }
+    return;
+  }
+  // Rank 0: place every shard's values into full tensors, in nanoGPT's order.
+  std::map<std::string, std::vector<float>> full;
+  std::vector<std::pair<std::string, Shape>> order;
+  std::vector<float> buffer;
+  for (int pp_rank = 0; pp_rank < layout.pp; ++pp_rank) {
+    for (int tp_rank = 0; tp_rank < layout.tp; ++tp_rank) {
+      const int rank = comm::rank_of(layout, {0, tp_rank, pp_rank});
+      int64_t total = 0;
+      const std::vector<model::Param> list =
+          shard_layout(gpt.config(), spec, layout, tp_rank, pp_rank, gpt.backend(), &total);
+      const float* values = params.data();
+      if (rank != 0) {
+        buffer.resize(static_cast<size_t>(total));
+        world.recv(buffer.data(), buffer.size() * sizeof(float), rank, kExportTag);
+        values = buffer.data();
+      }
+      for (const model::Param& p : list) {
+        if (p.tied_copy) continue;
+        auto [it, fresh] = full.try_emplace(p.name);
+        if (fresh) {
+          it->second.resize(static_cast<size_t>(numel_of(p.shard.global_shape)));
+          order.emplace_back(p.name, p.shard.global_shape);
+        }
+        for (int64_t k = 0; k < p.numel; ++k) {
+          it->second[static_cast<size_t>(p.shard.global_index(k))] = values[p.offset + k];
+        }
+      }
+    }
+  }
+  // nanoGPT's order: embeddings, blocks by index, ln_f (interleaved chunks visit blocks
+  // out of order).
+  auto position = [](const std::string& name) {
+    const std::string block = "transformer.h.";
+    if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
+    if (name == "transformer.wte.weight") return 0;
+    if (name == "transformer.wpe.weight") return 1;
+    return 1 << 30;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return position(a.first) < position(b.first);
+  });
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (auto& [name, shape] : order) {
+    tensors.push_back({name, Tensor::borrow(full[name].data(), shape)});
+  }
+  write_model(tensors, gpt.config(), spec, path);
 }
 
 }  // namespace trainctl::train

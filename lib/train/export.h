@@ -1,15 +1,18 @@
 #pragma once
 #include <filesystem>
 
+#include "comm/process_groups.h"
 #include "config/job_spec.h"
 #include "model/gpt.h"
 
 namespace trainctl::train {
 
-// Writes the model's parameters as one safetensors file with nanoGPT's names and
-// layouts. lm_head.weight is not written: it is tied to transformer.wte.weight (as in
-// nanoGPT), and safetensors cannot store two names for one tensor.
-void export_model(const model::Gpt& gpt, const config::JobSpec& spec,
+// Writes the whole model as one safetensors file with nanoGPT's names and layouts,
+// assembled on world rank 0 from every (pp stage, tp rank) shard of DP replica 0
+// (collective over the world group: every rank must call it; only rank 0 writes).
+// lm_head.weight is not written: it is tied to transformer.wte.weight (as in nanoGPT),
+// and safetensors cannot store two names for one tensor.
+void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
                   const std::filesystem::path& path);
 
 }  // namespace trainctl::train

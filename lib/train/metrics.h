@@ -7,6 +7,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace trainctl::train {
 
@@ -23,6 +24,11 @@ struct StepMetrics {
   // and the part the training thread waited for (not hidden behind the backward pass).
   std::optional<double> comm_ms;
   std::optional<double> exposed_comm_ms;
+  // Pipeline parallelism: each pipeline stage's time waiting for its neighbours this step
+  // (stage 0 first; measured on the stage's DP 0 / TP 0 rank), and that time as a share of
+  // the step (the measured bubble, comparable to `trainctl plan`'s).
+  std::vector<double> pipeline_idle_ms;
+  std::optional<double> pipeline_bubble;
   double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
   double elapsed_s = 0.0;
 };

@@ -13,6 +13,7 @@
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
+#include "train/engine.h"
 #include "train/export.h"
 #include "train/metrics.h"
 #include "train/model_setup.h"
@@ -27,111 +28,18 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Everything one worker trains with, built from the spec once.
-struct Engine {
-  const config::JobSpec& spec;
-  comm::Communicator& dp;
-  std::unique_ptr<ops::Backend> backend;
-  model::Gpt gpt;
-  std::unique_ptr<data::Dataset> dataset;
-  data::BatchLayout layout;
-  // Gradient buckets reduced during the backward pass (or a reduce-scatter after it
-  // under ZeRO-2) and a replicated or sharded optimizer.
-  parallel::DataParallel data_parallel;
-  optim::LrSchedule schedule;
-  // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
-  // then summed, so the result equals one worker processing the whole global batch.
-  float grad_scale;
-
-  Engine(const config::JobSpec& s, comm::ProcessGroups& groups, std::unique_ptr<ops::Backend> be)
-      : spec(s),
-        dp(*groups.dp),
-        backend(std::move(be)),
-        gpt(gpt_config(s), *backend, s.training.micro_batch_size, s.model.seq_len),
-        dataset(data::make_dataset(dataset_options(s))),
-        layout{s.training.micro_batch_size, s.model.seq_len, s.grad_accum(), s.parallel.dp,
-               groups.coord.dp},
-        data_parallel(dp, gpt, *backend, optimizer_options(s), data_parallel_options(s, dp)),
-        schedule{s.optimizer.lr, s.optimizer.min_lr, s.optimizer.warmup_steps, s.training.steps,
-                 s.optimizer.decay},
-        grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
-    gpt.init_weights(s.seed);
+// Each pipeline stage's wait for its neighbours this step, gathered to every rank (a
+// collective over the world: all ranks call it on the same steps).
+std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
+  comm::Communicator& world = *e.groups.world;
+  const float mine = static_cast<float>(idle_s * 1e3);
+  std::vector<float> all(static_cast<size_t>(world.size()));
+  world.allgather(&mine, all.data(), 1);
+  std::vector<double> per_stage;
+  for (int stage = 0; stage < e.groups.layout.pp; ++stage) {
+    per_stage.push_back(all[static_cast<size_t>(comm::rank_of(e.groups.layout, {0, 0, stage}))]);
   }
-
-  int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
-
-  static parallel::DataParallelOptions data_parallel_options(const config::JobSpec& s,
-                                                             const comm::Communicator& dp) {
-    parallel::DataParallelOptions o;
-    o.zero_stage = dp.size() > 1 ? s.parallel.zero : 0;
-    o.sync.buckets.bucket_bytes = static_cast<size_t>(s.parallel.bucket_mb * (1 << 20));
-    o.sync.dtype = parallel::parse_grad_comm_dtype(s.parallel.grad_comm);
-    return o;
-  }
-};
-
-struct StepOutcome {
-  double loss = 0.0;
-  double grad_norm = 0.0;
-  double lr = 0.0;
-  bool stop = false;  // every DP rank agreed to stop after this step
-};
-
-// One optimizer step: micro-batches with gradient accumulation, gradient reduction over
-// DP, clipping, update.
-StepOutcome train_step(Engine& e, int64_t step, const data::StepBatch& batch, bool stop_asked) {
-  e.gpt.params().zero_grads();
-  double loss_sum = 0.0;
-  int64_t loss_count = 0;
-  for (int m = 0; m < e.layout.grad_accum; ++m) {
-    // Gradient buckets travel only with the step's last micro-batch.
-    e.data_parallel.begin_micro_batch(m + 1 == e.layout.grad_accum);
-    int64_t n = 0;
-    loss_sum += e.gpt.forward_backward(batch.micro_tokens(e.layout, m),
-                                       batch.micro_targets(e.layout, m), e.grad_scale, &n);
-    loss_count += n;
-  }
-  e.data_parallel.reduce_gradients();
-  StepOutcome out;
-  out.stop = stop_asked;
-  if (e.dp.size() > 1) {
-    // One small collective agrees on the step's loss and on stopping (a stop signal may
-    // reach the ranks at different steps; all of them must leave at the same one).
-    float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(loss_count),
-                       stop_asked ? 1.0f : 0.0f};
-    e.dp.allreduce(totals, 3);
-    loss_sum = totals[0];
-    loss_count = static_cast<int64_t>(totals[1]);
-    out.stop = totals[2] > 0;
-  }
-  out.loss = loss_sum / static_cast<double>(loss_count);
-  out.grad_norm = e.data_parallel.grad_norm();
-  if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
-    throw std::runtime_error(
-        "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(out.loss) +
-        ", gradient norm " + std::to_string(out.grad_norm) +
-        ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
-  }
-  e.data_parallel.clip_grad_norm(out.grad_norm, e.spec.training.grad_clip);
-  out.lr = e.schedule.at(step);
-  e.data_parallel.step(out.lr);
-  return out;
-}
-
-// Mean validation loss over eval_batches batches, split round-robin over DP ranks.
-double evaluate(Engine& e) {
-  std::vector<int32_t> tokens, targets;
-  double sum = 0.0;
-  int64_t count = 0;
-  for (int b = e.layout.dp_rank; b < e.spec.training.eval_batches; b += e.layout.dp) {
-    data::fill_eval_batch(*e.dataset, e.layout, b, tokens, targets);
-    int64_t n = 0;
-    sum += e.gpt.forward_loss(tokens.data(), targets.data(), &n);
-    count += n;
-  }
-  float totals[2] = {static_cast<float>(sum), static_cast<float>(count)};
-  if (e.dp.size() > 1) e.dp.allreduce(totals, 2);
-  return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+  return per_stage;
 }
 
 void announce(const Engine& e, MetricsReporter& reporter) {
@@ -139,6 +47,14 @@ void announce(const Engine& e, MetricsReporter& reporter) {
   spdlog::info("model: GPT {} layers, {} heads, d_model {}, vocab {}, seq_len {}: {} parameters",
                cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab_size, e.layout.seq_len,
                cfg.num_params());
+  const model::GptShardSpec& shard = e.gpt.shard();
+  std::string chunks;
+  for (const model::LayerRange& c : shard.chunks) {
+    chunks += fmt::format("{}blocks {}-{}", chunks.empty() ? "" : ", ", c.begin, c.end - 1);
+  }
+  spdlog::info("shard: {}{}{}, tp rank {}/{}: {} parameters here", chunks,
+               shard.embedding ? ", embedding" : "", shard.head ? ", LM head" : "", shard.tp_rank,
+               shard.tp_size, e.gpt.params().total());
   spdlog::info("data: {}", e.dataset->describe());
   spdlog::info(
       "batch: {} sequences x {} tokens per step (micro-batch {}, accumulation {}, dp {}); "
@@ -175,7 +91,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   for (int64_t step = 0; step < steps && !result.stopped; ++step) {
     const auto t_step = Clock::now();
     const StepOutcome out =
-        train_step(e, step, prefetch.next(), ctx.should_stop && ctx.should_stop());
+        e.train_step(step, prefetch.next(), ctx.should_stop && ctx.should_stop());
     ++window_steps;
     result.steps = step + 1;
     result.final_loss = out.loss;
@@ -189,20 +105,27 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     m.grad_norm = out.grad_norm;
     m.step_ms = seconds_since(t_step) * 1e3;
     m.elapsed_s = seconds_since(t_start);
-    if (e.dp.size() > 1) {
+    if (e.groups.dp->size() > 1) {
       const parallel::StepCommStats comm = e.data_parallel.stats();
       m.comm_ms = comm.comm_s * 1e3;
       m.exposed_comm_ms = comm.exposed_s * 1e3;
     }
     m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
     const bool last = step + 1 == steps || out.stop;
+    const bool log_step = (step + 1) % spec.logging.every_steps == 0 || step == 0 || last;
+    if (e.pipeline && log_step) {
+      m.pipeline_idle_ms = gather_pipeline_idle_ms(e, out.pipeline_idle_s);
+      double idle = 0;
+      for (double ms : m.pipeline_idle_ms) idle += ms;
+      m.pipeline_bubble = idle / (static_cast<double>(m.pipeline_idle_ms.size()) * m.step_ms);
+    }
     if (spec.training.eval_every > 0 && ((step + 1) % spec.training.eval_every == 0 || last)) {
-      m.val_loss = evaluate(e);
+      m.val_loss = e.evaluate();
       result.final_val_loss = *m.val_loss;
     }
     m.tokens_per_s =
         static_cast<double>(window_steps * e.tokens_per_step()) / seconds_since(t_window);
-    if ((step + 1) % spec.logging.every_steps == 0 || step == 0 || last) {
+    if (log_step) {
       reporter.log(m);
       spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s{}", m.step,
                    steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
@@ -216,9 +139,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   const double total_s = seconds_since(t_start);
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
 
+  const auto model_path = ctx.run_dir / "model.safetensors";
+  export_model(e.gpt, spec, groups, model_path);
   if (reporting) {
-    const auto model_path = ctx.run_dir / "model.safetensors";
-    export_model(e.gpt, spec, model_path);
     std::string line =
         fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
                     result.stopped ? "stopped" : "done", result.steps, total_s, result.final_loss);

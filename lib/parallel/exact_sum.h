@@ -1,0 +1,12 @@
+#pragma once
+// A double summed over a group so that every rank gets the bit-identical result: each
+// rank's value travels bit for bit (as two floats' worth of bytes) and every rank adds
+// them in rank order. Used for global gradient norms, which must agree everywhere or
+// ranks would clip by different factors.
+#include "comm/communicator.h"
+
+namespace trainctl::parallel {
+
+double allsum_exact(comm::Communicator& group, double local);
+
+}  // namespace trainctl::parallel

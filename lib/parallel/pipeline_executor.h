@@ -1,0 +1,71 @@
+#pragma once
+// Runs one pipeline stage's instruction list (parallel/pipeline_schedule.h) on a model
+// shard: forwards and backwards of micro-batches on the shard's chunks, activations and
+// gradients sent to and received from the neighbouring stages over the PP group. The
+// executor knows nothing of which schedule made the list.
+//
+// Messages are matched by tag, not by order: (activation | gradient, micro-batch, the
+// receiving virtual stage). Sends are asynchronous (isend); everything sent in a step is
+// waited for before run() returns. Each (chunk, micro-batch) in flight holds one of the
+// model's activation slots from its forward to its backward.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "model/gpt.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace trainctl::parallel {
+
+// The most (chunk, micro-batch) pairs of one chunk held between forward and backward at
+// once: the activation slots the model needs for `program`.
+int activation_slots_needed(const std::vector<Instruction>& program);
+
+struct MicroBatchData {
+  const int32_t* tokens = nullptr;   // [batch, seq_len], used by the embedding chunk
+  const int32_t* targets = nullptr;  // used by the head chunk
+};
+
+struct PipelineStepResult {
+  double loss_sum = 0.0;  // on the stage holding the head; 0 elsewhere
+  int64_t loss_count = 0;
+  double idle_s = 0.0;  // time spent waiting for neighbours (receives and sends)
+};
+
+class PipelineExecutor {
+ public:
+  // `pp` is the pipeline group (group rank == stage); `program` the stage's list;
+  // `virtual_stages` the chunks per stage. The model must have
+  // activation_slots_needed(program) slots.
+  PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp, std::vector<Instruction> program,
+                   int num_micro_batches);
+
+  // One training step: every instruction of the list. `data(mb)` gives micro-batch mb's
+  // tokens and targets; `before_final_backward` runs once, before the first backward that
+  // completes a chunk's gradients for the step (data parallelism starts syncing there).
+  // Parameter gradients accumulate in the model; the backward that finishes each chunk
+  // reports its gradient pieces to the model's grad-ready hook.
+  PipelineStepResult run_step(const std::function<MicroBatchData(int mb)>& data, float grad_scale,
+                              const std::function<void()>& before_final_backward);
+
+  // Forward only over the pipeline for one batch (evaluation): every stage must call it
+  // with the same batch. Returns the loss on the head stage.
+  PipelineStepResult run_forward(const MicroBatchData& batch);
+
+ private:
+  uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
+  int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
+  void wait_all_sends(double* idle_s);
+
+  model::Gpt& gpt_;
+  comm::Communicator& pp_;
+  std::vector<Instruction> program_;
+  int stage_, stages_, micro_batches_;
+  // Gradients leave from the model's shared backward buffer: each send gets its own copy.
+  std::vector<std::vector<float>> grad_staging_;
+  std::vector<std::unique_ptr<comm::PendingSend>> sends_;
+};
+
+}  // namespace trainctl::parallel

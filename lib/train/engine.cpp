@@ -1,0 +1,139 @@
+#include "train/engine.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "parallel/tied_embedding.h"
+#include "train/model_setup.h"
+
+namespace trainctl::train {
+
+namespace {
+
+std::vector<parallel::Instruction> stage_program(const config::JobSpec& s,
+                                                 const comm::ProcessGroups& g) {
+  if (s.parallel.pp == 1) return {};
+  return parallel::make_schedule(parallel::parse_schedule_kind(s.parallel.schedule), g.coord.pp,
+                                 s.parallel.pp, s.grad_accum());
+}
+
+model::GptOptions model_options(const config::JobSpec& s, comm::ProcessGroups& g,
+                                const std::vector<parallel::Instruction>& program) {
+  model::GptOptions o;
+  o.shard = model::GptShardSpec::of(gpt_config(s), s.model.seq_len, s.parallel.pp, g.coord.pp,
+                                    s.parallel.virtual_stages, s.parallel.tp, g.coord.tp);
+  o.tp = g.tp.get();
+  o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
+  return o;
+}
+
+parallel::DataParallelOptions data_parallel_options(const config::JobSpec& s,
+                                                    comm::ProcessGroups& g, const model::Gpt& gpt) {
+  parallel::DataParallelOptions o;
+  o.zero_stage = g.dp->size() > 1 ? s.parallel.zero : 0;
+  o.sync.buckets.bucket_bytes = static_cast<size_t>(s.parallel.bucket_mb * (1 << 20));
+  o.sync.dtype = parallel::parse_grad_comm_dtype(s.parallel.grad_comm);
+  if (g.layout.tp * g.layout.pp > 1) {
+    o.norm.group = g.world.get();
+    o.norm.counted = parallel::norm_counted_ranges(gpt.params());
+  }
+  return o;
+}
+
+}  // namespace
+
+Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr<ops::Backend> be)
+    : spec(s),
+      groups(g),
+      backend(std::move(be)),
+      program(stage_program(s, g)),
+      gpt(gpt_config(s), *backend, s.training.micro_batch_size, s.model.seq_len,
+          model_options(s, g, program)),
+      dataset(data::make_dataset(dataset_options(s))),
+      layout{s.training.micro_batch_size, s.model.seq_len, s.grad_accum(), s.parallel.dp,
+             g.coord.dp},
+      data_parallel(*g.dp, gpt, *backend, optimizer_options(s), data_parallel_options(s, g, gpt)),
+      schedule{s.optimizer.lr, s.optimizer.min_lr, s.optimizer.warmup_steps, s.training.steps,
+               s.optimizer.decay},
+      grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
+  gpt.init_weights(s.seed);
+  if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
+}
+
+StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch, bool stop_asked) {
+  gpt.params().zero_grads();
+  double loss_sum = 0.0;
+  int64_t loss_count = 0;
+  StepOutcome out;
+  if (!pipeline) {
+    for (int m = 0; m < layout.grad_accum; ++m) {
+      // Gradient buckets travel only with the step's last micro-batch.
+      data_parallel.begin_micro_batch(m + 1 == layout.grad_accum);
+      int64_t n = 0;
+      loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
+                                       batch.micro_targets(layout, m), grad_scale, &n);
+      loss_count += n;
+    }
+  } else {
+    const parallel::PipelineStepResult r = pipeline->run_step(
+        [&](int m) {
+          return parallel::MicroBatchData{batch.micro_tokens(layout, m),
+                                          batch.micro_targets(layout, m)};
+        },
+        grad_scale, [&] { data_parallel.begin_micro_batch(true); });
+    parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true);
+    loss_sum = r.loss_sum;
+    loss_count = r.loss_count;
+    out.pipeline_idle_s = r.idle_s;
+  }
+  data_parallel.reduce_gradients();
+  out.stop = stop_asked;
+  if (!reports_loss()) loss_sum = 0, loss_count = 0;
+  if (groups.world->size() > 1) {
+    // One small collective agrees on the step's loss and on stopping (a stop signal may
+    // reach the ranks at different steps; all of them must leave at the same one).
+    float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(loss_count),
+                       stop_asked ? 1.0f : 0.0f};
+    groups.world->allreduce(totals, 3);
+    loss_sum = totals[0];
+    loss_count = static_cast<int64_t>(totals[1]);
+    out.stop = totals[2] > 0;
+  }
+  out.loss = loss_sum / static_cast<double>(loss_count);
+  out.grad_norm = data_parallel.grad_norm();
+  if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
+    throw std::runtime_error(
+        "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(out.loss) +
+        ", gradient norm " + std::to_string(out.grad_norm) +
+        ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
+  }
+  data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip);
+  out.lr = schedule.at(step);
+  data_parallel.step(out.lr);
+  return out;
+}
+
+double Engine::evaluate() {
+  std::vector<int32_t> tokens, targets;
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int b = layout.dp_rank; b < spec.training.eval_batches; b += layout.dp) {
+    data::fill_eval_batch(*dataset, layout, b, tokens, targets);
+    if (pipeline) {
+      const parallel::PipelineStepResult r = pipeline->run_forward({tokens.data(), targets.data()});
+      sum += r.loss_sum;
+      count += r.loss_count;
+    } else {
+      int64_t n = 0;
+      sum += gpt.forward_loss(tokens.data(), targets.data(), &n);
+      count += n;
+    }
+  }
+  if (!reports_loss()) sum = 0, count = 0;
+  float totals[2] = {static_cast<float>(sum), static_cast<float>(count)};
+  if (groups.world->size() > 1) groups.world->allreduce(totals, 2);
+  return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,64 @@
+#pragma once
+// Everything one worker trains with, built from the job spec once, and the two things it
+// does: one optimizer step, and an evaluation. The parallel layout is composed here:
+//   - the model shard for this rank's (pipeline stage, TP rank) with TP collectives inside;
+//   - with pp > 1, a pipeline executor running this stage's schedule instruction list;
+//   - data parallelism (overlapped gradient buckets, ZeRO) over the DP group, the tied
+//     embedding's gradient exchanged between the first and last stage, and the global
+//     gradient norm summed over the world.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "comm/process_groups.h"
+#include "config/job_spec.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+#include "model/gpt.h"
+#include "ops/backend.h"
+#include "optim/lr_schedule.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline_executor.h"
+
+namespace trainctl::train {
+
+struct StepOutcome {
+  double loss = 0.0;
+  double grad_norm = 0.0;
+  double lr = 0.0;
+  bool stop = false;             // every rank agreed to stop after this step
+  double pipeline_idle_s = 0.0;  // this rank's wait for pipeline neighbours
+};
+
+struct Engine {
+  Engine(const config::JobSpec& spec, comm::ProcessGroups& groups,
+         std::unique_ptr<ops::Backend> backend);
+
+  // One optimizer step: micro-batches with gradient accumulation (through the pipeline
+  // schedule when pp > 1), gradient reduction, clipping, update. `stop_asked` is this
+  // rank's wish to stop; the outcome says whether all ranks agreed.
+  StepOutcome train_step(int64_t step, const data::StepBatch& batch, bool stop_asked);
+  // Mean validation loss over eval_batches batches, split round-robin over DP replicas.
+  double evaluate();
+
+  int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
+  // This rank's loss sums are the ones reported (the head stage's TP rank 0).
+  bool reports_loss() const { return gpt.shard().head && groups.coord.tp == 0; }
+
+  const config::JobSpec& spec;
+  comm::ProcessGroups& groups;
+  std::unique_ptr<ops::Backend> backend;
+  // Pipeline schedule of this stage (empty without pipeline parallelism).
+  std::vector<parallel::Instruction> program;
+  model::Gpt gpt;
+  std::unique_ptr<data::Dataset> dataset;
+  data::BatchLayout layout;
+  parallel::DataParallel data_parallel;
+  std::optional<parallel::PipelineExecutor> pipeline;
+  optim::LrSchedule schedule;
+  // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
+  // then summed, so the result equals one worker processing the whole global batch.
+  float grad_scale;
+};
+
+}  // namespace trainctl::train
