@@ -122,10 +122,11 @@ TEST_CASE("DataParallel at dp 2 reproduces dp 1 on the same global batch", "[par
     for (auto dtype : {parallel::GradCommDType::fp32, parallel::GradCommDType::bf16}) {
       if (zero == 2 && dtype == parallel::GradCommDType::bf16) continue;  // fp32 reduce-scatter
       DYNAMIC_SECTION("zero " << zero << ", " << parallel::to_string(dtype)) {
-        const auto got = train(
-            2,
-            {.zero_stage = zero, .sync = {.buckets = {.max_layers_per_bucket = 1}, .dtype = dtype}},
-            steps);
+        const auto got = train(2,
+                               {.zero_stage = zero,
+                                .sync = {.buckets = {.max_layers_per_bucket = 1}, .dtype = dtype},
+                                .norm = {}},
+                               steps);
         const bool bf16 = dtype == parallel::GradCommDType::bf16;
         for (const RunResult& r : got) {
           CHECK(r.params == got[0].params);  // replicas identical
