@@ -1,9 +1,22 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace trainctl::optim {
+
+void check_state(const OptimizerState& s, const std::vector<std::string>& names,
+                 const model::ParameterSet& params) {
+  if (s.names != names || s.buffers.size() != names.size()) {
+    throw std::invalid_argument("optimizer state holds other buffers than this optimizer's");
+  }
+  for (const auto& b : s.buffers) {
+    if (static_cast<int64_t>(b.size()) != params.total()) {
+      throw std::invalid_argument("optimizer state was saved for another parameter layout");
+    }
+  }
+}
 
 namespace {
 
@@ -36,6 +49,17 @@ class AdamW : public Optimizer {
   }
   size_t state_bytes() const override {
     return 2 * static_cast<size_t>(params_.total()) * sizeof(float);
+  }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  OptimizerState save_state() override {
+    const auto n = static_cast<size_t>(params_.total());
+    return {t_, state_names(), {std::vector<float>(m_, m_ + n), std::vector<float>(v_, v_ + n)}};
+  }
+  void load_state(const OptimizerState& s) override {
+    check_state(s, state_names(), params_);
+    std::copy(s.buffers[0].begin(), s.buffers[0].end(), m_);
+    std::copy(s.buffers[1].begin(), s.buffers[1].end(), v_);
+    t_ = static_cast<int>(s.step);
   }
 
  private:
@@ -77,6 +101,16 @@ class Sgd : public Optimizer {
   }
   size_t state_bytes() const override {
     return static_cast<size_t>(params_.total()) * sizeof(float);
+  }
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
+  OptimizerState save_state() override {
+    const auto n = static_cast<size_t>(params_.total());
+    return {first_ ? 0 : 1, state_names(), {std::vector<float>(buf_, buf_ + n)}};
+  }
+  void load_state(const OptimizerState& s) override {
+    check_state(s, state_names(), params_);
+    std::copy(s.buffers[0].begin(), s.buffers[0].end(), buf_);
+    first_ = s.step == 0;
   }
 
  private:

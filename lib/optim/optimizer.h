@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/parameters.h"
 #include "ops/backend.h"
@@ -18,9 +19,26 @@ struct OptimizerOptions {
   double weight_decay = 0.1;
 };
 
+// An optimizer's state for checkpoints: the update count and named per-element buffers
+// laid out like the ParameterSet's flat buffer (params.total() floats each), so each
+// parameter's state can be stored next to it, sliced and resharded like it.
+struct OptimizerState {
+  int64_t step = 0;
+  std::vector<std::string> names;  // AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer
+  std::vector<std::vector<float>> buffers;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  // The whole state of this rank's parameters (collective over the DP group when the
+  // state is sharded: every DP rank must call it).
+  virtual OptimizerState save_state() = 0;
+  // Restores a state saved by the same kind of optimizer for the same parameter layout
+  // (each rank keeps the part it owns). Throws std::invalid_argument on a mismatch.
+  virtual void load_state(const OptimizerState& state) = 0;
+  // Names of the state buffers (for checkpoint tensors), in save_state() order.
+  virtual std::vector<std::string> state_names() const = 0;
   // One update with learning rate `lr` from the gradients currently in the set.
   virtual void step(double lr) = 0;
   // Bytes of optimizer state held by this rank (reported in metrics).
@@ -29,6 +47,11 @@ class Optimizer {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options,
                                           model::ParameterSet& params, ops::Backend& backend);
+
+// Throws std::invalid_argument unless `state` has exactly `names` and buffers of
+// params.total() floats.
+void check_state(const OptimizerState& state, const std::vector<std::string>& names,
+                 const model::ParameterSet& params);
 
 // Global L2 norm of the set's gradients (pass the norm of other shards in via the caller's
 // reduction when sharded). Accumulated in double.

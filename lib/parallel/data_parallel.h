@@ -77,6 +77,8 @@ class DataParallel {
 
   // Optimizer state held by this rank (falls by ~dp under ZeRO).
   size_t optimizer_state_bytes() const { return optimizer_->state_bytes(); }
+  // The optimizer, for checkpoints (its save_state() is collective over DP under ZeRO).
+  optim::Optimizer& optimizer() { return *optimizer_; }
   // Communication of the current step: gradient buckets plus ZeRO's collectives. Read it
   // after step().
   StepCommStats stats() const;

@@ -132,6 +132,31 @@ void ZeroAdamW::step(double lr) {
   }
 }
 
+optim::OptimizerState ZeroAdamW::save_state() {
+  optim::OptimizerState s{t_, state_names(), {}};
+  const auto shard = static_cast<size_t>(layout_.shard_size);
+  for (const float* moment : {m_, v_}) {
+    std::vector<float> whole(static_cast<size_t>(layout_.padded_total()));
+    dp_.allgather(moment, whole.data(), shard);
+    whole.resize(static_cast<size_t>(layout_.total));
+    s.buffers.push_back(std::move(whole));
+  }
+  return s;
+}
+
+void ZeroAdamW::load_state(const optim::OptimizerState& s) {
+  optim::check_state(s, state_names(), params_);
+  const auto begin = static_cast<size_t>(shard_begin()), end = static_cast<size_t>(shard_end());
+  const auto shard = static_cast<size_t>(layout_.shard_size);
+  float* moments[2] = {m_, v_};
+  for (size_t k = 0; k < 2; ++k) {
+    std::fill(moments[k], moments[k] + shard, 0.0f);
+    std::copy(s.buffers[k].begin() + static_cast<std::ptrdiff_t>(begin),
+              s.buffers[k].begin() + static_cast<std::ptrdiff_t>(end), moments[k]);
+  }
+  t_ = static_cast<int>(s.step);
+}
+
 size_t ZeroAdamW::state_bytes() const {
   return 2 * static_cast<size_t>(layout_.shard_size) * sizeof(float);
 }

@@ -51,6 +51,11 @@ class ZeroAdamW final : public optim::Optimizer {
   void step(double lr) override;
   // AdamW's two moments for the owned shard.
   size_t state_bytes() const override;
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  // Allgathers both moments over the DP group: the whole state, as unsharded AdamW's.
+  optim::OptimizerState save_state() override;
+  // Keeps the owned shard of a whole state.
+  void load_state(const optim::OptimizerState& state) override;
 
   int stage() const { return stage_; }
   const ShardLayout& layout() const { return layout_; }
