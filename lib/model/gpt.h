@@ -46,6 +46,7 @@ class Gpt {
 
   const GptConfig& config() const { return config_; }
   const GptShardSpec& shard() const { return shard_; }
+  ops::Backend& backend() const { return backend_; }
   ParameterSet& params() { return params_; }
   const ParameterSet& params() const { return params_; }
 
