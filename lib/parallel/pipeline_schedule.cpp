@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "util/error.h"
 
@@ -11,18 +12,25 @@ namespace {
 // Appends one stage's instructions with the send/recv that surround each compute op.
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(int stage, int num_stages) : stage_(stage), last_(num_stages - 1) {}
+  ScheduleBuilder(int stage, int num_stages, int virtual_stages)
+      : stage_(stage),
+        stages_(num_stages),
+        last_virtual_(num_stages * virtual_stages - 1),
+        previous_((stage + num_stages - 1) % num_stages),
+        next_((stage + 1) % num_stages) {}
 
-  void forward(int mb) {
-    if (stage_ > 0) list_.push_back({OpKind::recv_activation, mb, stage_ - 1});
-    list_.push_back({OpKind::forward, mb, -1});
-    if (stage_ < last_) list_.push_back({OpKind::send_activation, mb, stage_ + 1});
+  void forward(int mb, int chunk = 0) {
+    const int v = virtual_stage(chunk);
+    if (v > 0) list_.push_back({OpKind::recv_activation, mb, previous_, chunk});
+    list_.push_back({OpKind::forward, mb, -1, chunk});
+    if (v < last_virtual_) list_.push_back({OpKind::send_activation, mb, next_, chunk});
   }
 
-  void backward(int mb) {
-    if (stage_ < last_) list_.push_back({OpKind::recv_grad, mb, stage_ + 1});
-    list_.push_back({OpKind::backward, mb, -1});
-    if (stage_ > 0) list_.push_back({OpKind::send_grad, mb, stage_ - 1});
+  void backward(int mb, int chunk = 0) {
+    const int v = virtual_stage(chunk);
+    if (v < last_virtual_) list_.push_back({OpKind::recv_grad, mb, next_, chunk});
+    list_.push_back({OpKind::backward, mb, -1, chunk});
+    if (v > 0) list_.push_back({OpKind::send_grad, mb, previous_, chunk});
   }
 
   std::vector<Instruction> finish() {
@@ -31,10 +39,69 @@ class ScheduleBuilder {
   }
 
  private:
+  int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
+
   int stage_;
-  int last_;
+  int stages_;
+  int last_virtual_;
+  int previous_;  // the physical stage holding virtual stage v - 1 (wraps for chunk > 0)
+  int next_;      // the physical stage holding virtual stage v + 1
   std::vector<Instruction> list_;
 };
+
+// The k-th forward (or backward) of a stage in the interleaved schedule: micro-batches go
+// in groups of num_stages through chunk 0, then the same group through chunk 1, ...
+struct ChunkStep {
+  int micro_batch;
+  int chunk;
+};
+
+ChunkStep interleaved_step(int k, int num_stages, int virtual_stages, bool forward) {
+  const int group = k / (num_stages * virtual_stages);
+  const int chunk = (k / num_stages) % virtual_stages;
+  return {group * num_stages + k % num_stages, forward ? chunk : virtual_stages - 1 - chunk};
+}
+
+std::string shape_text(int stage, int num_stages, int num_micro_batches, int virtual_stages) {
+  return "stage " + std::to_string(stage) + " of " + std::to_string(num_stages) + ", " +
+         std::to_string(num_micro_batches) + " micro-batches, " + std::to_string(virtual_stages) +
+         " virtual stages";
+}
+
+void check_shape(ScheduleKind kind, int stage, int num_stages, int m, int v) {
+  if (num_stages < 1 || stage < 0 || stage >= num_stages || m < 1) {
+    throw std::invalid_argument(
+        "make_schedule: need num_stages >= 1, 0 <= stage < num_stages and "
+        "num_micro_batches >= 1; got " +
+        shape_text(stage, num_stages, m, v));
+  }
+  if (kind != ScheduleKind::interleaved) {
+    if (v != 1) {
+      throw std::invalid_argument(std::string("make_schedule: the ") + to_string(kind) +
+                                  " schedule runs one chunk per stage (virtual_stages 1); got " +
+                                  shape_text(stage, num_stages, m, v));
+    }
+    return;
+  }
+  if (v < 2) {
+    throw std::invalid_argument(
+        "make_schedule: the interleaved schedule needs virtual_stages >= 2 (use 1f1b for one "
+        "chunk per stage); got " +
+        shape_text(stage, num_stages, m, v));
+  }
+  if (num_stages < 2) {
+    throw std::invalid_argument(
+        "make_schedule: the interleaved schedule needs at least 2 pipeline stages (one stage "
+        "would send activations to itself); got " +
+        shape_text(stage, num_stages, m, v));
+  }
+  if (m % num_stages != 0) {
+    throw std::invalid_argument(
+        "make_schedule: the interleaved schedule runs micro-batches in groups of num_stages: "
+        "num_micro_batches must be a multiple of it; got " +
+        shape_text(stage, num_stages, m, v));
+  }
+}
 
 }  // namespace
 
@@ -64,6 +131,7 @@ std::string describe(const Instruction& in) {
   std::string text = to_string(in.kind);
   if (in.kind == OpKind::optimizer_step) return text;
   text += " mb " + std::to_string(in.micro_batch);
+  if (in.chunk != 0) text += " chunk " + std::to_string(in.chunk);
   if (in.kind == OpKind::send_activation || in.kind == OpKind::send_grad) {
     text += " to stage " + std::to_string(in.peer_stage);
   } else if (in.kind == OpKind::recv_activation || in.kind == OpKind::recv_grad) {
@@ -78,6 +146,8 @@ const char* to_string(ScheduleKind kind) {
       return "gpipe";
     case ScheduleKind::one_f_one_b:
       return "1f1b";
+    case ScheduleKind::interleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -85,28 +155,48 @@ const char* to_string(ScheduleKind kind) {
 ScheduleKind parse_schedule_kind(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::gpipe;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
-  throw InputError("unknown pipeline schedule '" + std::string(name) + "'; use gpipe or 1f1b");
+  if (name == "interleaved") return ScheduleKind::interleaved;
+  throw InputError("unknown pipeline schedule '" + std::string(name) +
+                   "'; use gpipe, 1f1b or interleaved");
+}
+
+int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
+                    int virtual_stages) {
+  check_shape(kind, stage, num_stages, num_micro_batches, virtual_stages);
+  switch (kind) {
+    case ScheduleKind::gpipe:
+      return num_micro_batches;
+    case ScheduleKind::one_f_one_b:
+      // Later stages need fewer forwards in flight before the first gradient comes back.
+      return std::min(num_stages - stage - 1, num_micro_batches);
+    case ScheduleKind::interleaved:
+      // Megatron's count: the last virtual stage is reached after (V-1) * p chunk forwards
+      // of stage 0, and each earlier stage waits two more steps for the gradient's way back.
+      return std::min((num_stages - stage - 1) * 2 + (virtual_stages - 1) * num_stages,
+                      num_micro_batches * virtual_stages);
+  }
+  return 0;
+}
+
+double theoretical_bubble(ScheduleKind kind, int num_stages, int num_micro_batches,
+                          int virtual_stages) {
+  check_shape(kind, 0, num_stages, num_micro_batches, virtual_stages);
+  const double fill = num_stages - 1;
+  return fill / (static_cast<double>(virtual_stages) * num_micro_batches + fill);
 }
 
 std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_stages,
-                                       int num_micro_batches) {
-  if (num_stages < 1 || stage < 0 || stage >= num_stages || num_micro_batches < 1) {
-    throw std::invalid_argument(
-        "make_schedule: need num_stages >= 1, 0 <= stage < num_stages and "
-        "num_micro_batches >= 1; got stage " +
-        std::to_string(stage) + " of " + std::to_string(num_stages) + ", " +
-        std::to_string(num_micro_batches) + " micro-batches");
-  }
-  ScheduleBuilder b(stage, num_stages);
+                                       int num_micro_batches, int virtual_stages) {
+  const int warmup =
+      warmup_forwards(kind, stage, num_stages, num_micro_batches, virtual_stages);  // checks
+  ScheduleBuilder b(stage, num_stages, virtual_stages);
   const int m = num_micro_batches;
   switch (kind) {
     case ScheduleKind::gpipe:
       for (int mb = 0; mb < m; ++mb) b.forward(mb);
       for (int mb = 0; mb < m; ++mb) b.backward(mb);
       break;
-    case ScheduleKind::one_f_one_b: {
-      // Later stages need fewer forwards in flight before the first gradient comes back.
-      const int warmup = std::min(num_stages - stage - 1, m);
+    case ScheduleKind::one_f_one_b:
       for (int mb = 0; mb < warmup; ++mb) b.forward(mb);
       for (int i = 0; i < m - warmup; ++i) {
         b.forward(warmup + i);
@@ -114,20 +204,35 @@ std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_sta
       }
       for (int mb = m - warmup; mb < m; ++mb) b.backward(mb);
       break;
+    case ScheduleKind::interleaved: {
+      const int total = m * virtual_stages;
+      auto forward = [&](int k) {
+        const ChunkStep step = interleaved_step(k, num_stages, virtual_stages, true);
+        b.forward(step.micro_batch, step.chunk);
+      };
+      auto backward = [&](int k) {
+        const ChunkStep step = interleaved_step(k, num_stages, virtual_stages, false);
+        b.backward(step.micro_batch, step.chunk);
+      };
+      for (int k = 0; k < warmup; ++k) forward(k);
+      for (int i = 0; i < total - warmup; ++i) {
+        forward(warmup + i);
+        backward(i);
+      }
+      for (int k = total - warmup; k < total; ++k) backward(k);
+      break;
     }
   }
   return b.finish();
 }
 
 std::vector<std::vector<Instruction>> make_all_schedules(ScheduleKind kind, int num_stages,
-                                                         int num_micro_batches) {
-  if (num_stages < 1) {
-    throw std::invalid_argument("make_all_schedules: need num_stages >= 1; got " +
-                                std::to_string(num_stages));
-  }
+                                                         int num_micro_batches,
+                                                         int virtual_stages) {
+  check_shape(kind, 0, num_stages, num_micro_batches, virtual_stages);
   std::vector<std::vector<Instruction>> all;
   for (int s = 0; s < num_stages; ++s) {
-    all.push_back(make_schedule(kind, s, num_stages, num_micro_batches));
+    all.push_back(make_schedule(kind, s, num_stages, num_micro_batches, virtual_stages));
   }
   return all;
 }

@@ -1,45 +1,51 @@
 #include "parallel/pipeline_simulate.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace trainctl::parallel {
 namespace {
 
-struct Message {
-  int micro_batch;
-  double sent_at;
-};
-
-// (from stage, to stage, carries gradients): messages in flight, oldest first. Receives take
-// them in order, as point-to-point messages between two ranks are delivered.
-using Channel = std::tuple<int, int, bool>;
+// A message as the engine tags it: (from stage, to stage, carries gradients, micro-batch,
+// receiving virtual stage).
+using MessageId = std::tuple<int, int, bool, int, int>;
 
 bool is_send(OpKind k) { return k == OpKind::send_activation || k == OpKind::send_grad; }
 bool carries_grad(OpKind k) { return k == OpKind::send_grad || k == OpKind::recv_grad; }
+
+int chunks_of(const std::vector<std::vector<Instruction>>& lists) {
+  int most = 0;
+  for (const auto& list : lists) {
+    for (const Instruction& in : list) most = std::max(most, in.chunk);
+  }
+  return most + 1;
+}
 
 class Simulator {
  public:
   Simulator(const std::vector<std::vector<Instruction>>& lists, double forward_cost,
             double backward_cost)
       : lists_(lists),
-        forward_cost_(forward_cost),
-        backward_cost_(backward_cost),
+        stages_(static_cast<int>(lists.size())),
+        chunks_(chunks_of(lists)),
+        forward_cost_(forward_cost / chunks_),
+        backward_cost_(backward_cost / chunks_),
         next_(lists.size(), 0),
         clock_(lists.size(), 0.0),
         in_flight_(lists.size()) {
     result_.stages.resize(lists.size());
+    result_.virtual_stages = chunks_;
   }
 
   Simulation run() {
     for (;;) {
       bool progressed = false;
-      for (size_t s = 0; s < lists_.size(); ++s) {
-        while (next_[s] < lists_[s].size() && try_execute(static_cast<int>(s))) {
+      for (int s = 0; s < stages_; ++s) {
+        while (next_[s] < lists_[s].size() && try_execute(s)) {
           ++next_[s];
           progressed = true;
         }
@@ -54,7 +60,7 @@ class Simulator {
 
  private:
   bool finished() const {
-    for (size_t s = 0; s < lists_.size(); ++s) {
+    for (int s = 0; s < stages_; ++s) {
       if (next_[s] < lists_[s].size()) return false;
     }
     return true;
@@ -65,59 +71,79 @@ class Simulator {
            " (" + describe(lists_[stage][next_[stage]]) + ")";
   }
 
+  // The virtual stage at the other end of `in`'s message, checked to exist and to live on
+  // the named peer.
+  int peer_virtual_stage(int s, const Instruction& in) const {
+    const int own = in.chunk * stages_ + s;
+    // Activations go up the virtual stages, gradients down.
+    const bool upwards = in.kind == OpKind::send_activation || in.kind == OpKind::recv_grad;
+    const int other = upwards ? own + 1 : own - 1;
+    if (other < 0 || other >= stages_ * chunks_) {
+      throw ScheduleError(where(s) + ": virtual stage " + std::to_string(own) +
+                          " has no neighbour " + std::to_string(other) + " (virtual stages 0.." +
+                          std::to_string(stages_ * chunks_ - 1) + ")");
+    }
+    if (other % stages_ != in.peer_stage) {
+      throw ScheduleError(where(s) + ": virtual stage " + std::to_string(other) + " is on stage " +
+                          std::to_string(other % stages_) + ", not on stage " +
+                          std::to_string(in.peer_stage));
+    }
+    return other;
+  }
+
   // Executes the stage's next instruction; false when it must wait for a message.
   bool try_execute(int s) {
     const Instruction& in = lists_[s][next_[s]];
     if (in.kind == OpKind::optimizer_step) return true;
     if (in.micro_batch < 0) throw ScheduleError(where(s) + ": negative micro-batch");
+    if (in.chunk < 0) throw ScheduleError(where(s) + ": negative chunk");
     if (is_compute(in.kind)) {
       compute(s, in);
       return true;
     }
     const int peer = in.peer_stage;
-    if (peer < 0 || peer >= static_cast<int>(lists_.size()) || peer == s) {
+    if (peer < 0 || peer >= stages_ || peer == s) {
       throw ScheduleError(where(s) + ": peer stage out of range or the stage itself");
     }
+    const int other = peer_virtual_stage(s, in);
     const bool grad = carries_grad(in.kind);
     if (is_send(in.kind)) {
-      channels_[{s, peer, grad}].push_back({in.micro_batch, clock_[s]});
+      const MessageId id{s, peer, grad, in.micro_batch, other};
+      if (!messages_.emplace(id, clock_[s]).second) {
+        throw ScheduleError(where(s) + ": sends the same message twice");
+      }
       return true;
     }
-    std::deque<Message>& queue = channels_[{peer, s, grad}];
-    if (queue.empty()) return false;
-    const Message msg = queue.front();
-    if (msg.micro_batch != in.micro_batch) {
-      throw ScheduleError(where(s) + ": the next message stage " + std::to_string(peer) +
-                          " sent on this channel is of mb " + std::to_string(msg.micro_batch) +
-                          " (sends and receives must come in the same order)");
-    }
-    queue.pop_front();
-    clock_[s] = std::max(clock_[s], msg.sent_at);
+    const auto it = messages_.find({peer, s, grad, in.micro_batch, in.chunk * stages_ + s});
+    if (it == messages_.end()) return false;
+    clock_[s] = std::max(clock_[s], it->second);
+    messages_.erase(it);
     return true;
   }
 
   void compute(int s, const Instruction& in) {
-    std::set<int>& live = in_flight_[s];
+    std::set<std::pair<int, int>>& live = in_flight_[s];
     StageTimeline& timeline = result_.stages[s];
     const bool forward = in.kind == OpKind::forward;
-    if (forward && !live.insert(in.micro_batch).second) {
+    const std::pair<int, int> key{in.chunk, in.micro_batch};
+    if (forward && !live.insert(key).second) {
       throw ScheduleError(where(s) + ": forward of a micro-batch already in flight");
     }
-    if (!forward && live.erase(in.micro_batch) == 0) {
-      throw ScheduleError(where(s) + ": backward without a preceding forward of that mb");
+    if (!forward && live.erase(key) == 0) {
+      throw ScheduleError(where(s) + ": backward without a preceding forward of that mb and chunk");
     }
     timeline.peak_activations = std::max(timeline.peak_activations, static_cast<int>(live.size()));
     const double cost = forward ? forward_cost_ : backward_cost_;
-    timeline.spans.push_back({in.kind, in.micro_batch, clock_[s], clock_[s] + cost});
+    timeline.spans.push_back({in.kind, in.micro_batch, clock_[s], clock_[s] + cost, in.chunk});
     timeline.busy_time += cost;
     clock_[s] += cost;
   }
 
   std::string deadlock_message() const {
     std::string text = "pipeline schedule deadlocks: no stage can progress.";
-    for (size_t s = 0; s < lists_.size(); ++s) {
+    for (int s = 0; s < stages_; ++s) {
       if (next_[s] < lists_[s].size()) {
-        text += " " + where(static_cast<int>(s)) + " waits for a message that is never sent;";
+        text += " " + where(s) + " waits for a message that is never sent;";
       }
     }
     text.back() = '.';
@@ -125,14 +151,12 @@ class Simulator {
   }
 
   void check_all_received() const {
-    for (const auto& [channel, queue] : channels_) {
-      if (queue.empty()) continue;
-      const auto& [from, to, grad] = channel;
-      throw ScheduleError("stage " + std::to_string(from) + " sends " +
-                          (grad ? "send_grad" : "send_activation") + " mb " +
-                          std::to_string(queue.front().micro_batch) + " to stage " +
-                          std::to_string(to) + ", which never receives it");
-    }
+    if (messages_.empty()) return;
+    const auto& [from, to, grad, mb, vstage] = messages_.begin()->first;
+    throw ScheduleError("stage " + std::to_string(from) + " sends " +
+                        (grad ? "send_grad" : "send_activation") + " mb " + std::to_string(mb) +
+                        " for virtual stage " + std::to_string(vstage) + " to stage " +
+                        std::to_string(to) + ", which never receives it");
   }
 
   void finish_stats() {
@@ -142,17 +166,20 @@ class Simulator {
       busy += t.busy_time;
       result_.stats.peak_activations = std::max(result_.stats.peak_activations, t.peak_activations);
     }
-    const double total = result_.makespan * static_cast<double>(lists_.size());
+    const double total = result_.makespan * static_cast<double>(stages_);
     result_.stats.bubble_fraction = total > 0 ? 1.0 - busy / total : 0.0;
   }
 
   const std::vector<std::vector<Instruction>>& lists_;
-  double forward_cost_;
-  double backward_cost_;
-  std::vector<size_t> next_;              // per stage: index of the next instruction
-  std::vector<double> clock_;             // per stage: when it is free again
-  std::vector<std::set<int>> in_flight_;  // per stage: forwarded, not yet backwarded
-  std::map<Channel, std::deque<Message>> channels_;
+  int stages_;
+  int chunks_;
+  double forward_cost_;        // per chunk
+  double backward_cost_;       // per chunk
+  std::vector<size_t> next_;   // per stage: index of the next instruction
+  std::vector<double> clock_;  // per stage: when it is free again
+  // Per stage: (chunk, micro-batch) forwarded, not yet backwarded.
+  std::vector<std::set<std::pair<int, int>>> in_flight_;
+  std::map<MessageId, double> messages_;  // sent, not yet received: when they were sent
   Simulation result_;
 };
 
@@ -167,9 +194,9 @@ Simulation simulate(const std::vector<std::vector<Instruction>>& lists, double f
 }
 
 Simulation simulate(ScheduleKind kind, int num_stages, int num_micro_batches, double forward_cost,
-                    double backward_cost) {
-  return simulate(make_all_schedules(kind, num_stages, num_micro_batches), forward_cost,
-                  backward_cost);
+                    double backward_cost, int virtual_stages) {
+  return simulate(make_all_schedules(kind, num_stages, num_micro_batches, virtual_stages),
+                  forward_cost, backward_cost);
 }
 
 }  // namespace trainctl::parallel

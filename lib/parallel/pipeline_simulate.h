@@ -5,8 +5,14 @@
 //
 // The model: forward and backward take fixed costs; sends, receives and the optimizer step
 // take no time. A send is asynchronous (it never waits) and delivers its message at the time
-// it is issued; a receive waits for the matching message. An op starts when its stage has
+// it is issued; a receive waits for the matching message, identified (as the engine tags
+// it) by sender, activation or gradient, micro-batch and receiving virtual stage, so
+// receives need not come in the order of the sends. An op starts when its stage has
 // finished the previous op and, for a receive, when the message has arrived.
+//
+// With V chunks per stage (V = the largest Instruction::chunk + 1 of all lists), chunk c of
+// stage s is virtual stage c * num_stages + s, and one chunk's forward or backward costs the
+// given cost / V, so that a stage's work per micro-batch stays forward + backward cost.
 #include <stdexcept>
 #include <vector>
 
@@ -14,8 +20,10 @@
 
 namespace trainctl::parallel {
 
-// An instruction list that cannot be executed: a receive whose message is of another
-// micro-batch, a send no one receives, a backward without its forward, a peer out of range.
+// An instruction list that cannot be executed: a send no one receives, the same message sent
+// twice, a backward without its forward (per chunk and micro-batch), a forward of a
+// (chunk, micro-batch) already in flight, a peer out of range or not holding the virtual
+// stage next to the sender's.
 class ScheduleError : public std::logic_error {
  public:
   using std::logic_error::logic_error;
@@ -34,12 +42,15 @@ struct ComputeSpan {
   int micro_batch;
   double start;
   double end;
+  int chunk = 0;
 };
 
 struct StageTimeline {
   std::vector<ComputeSpan> spans;  // in execution order
   double busy_time = 0;            // sum of the spans' durations
-  int peak_activations = 0;        // most micro-batches forwarded but not yet backwarded
+  // Most (chunk, micro-batch) pairs forwarded but not yet backwarded: micro-batches for
+  // V == 1; each pair holds one chunk's activations (1/V of the stage's layers) otherwise.
+  int peak_activations = 0;
 };
 
 struct ScheduleStats {
@@ -51,7 +62,8 @@ struct ScheduleStats {
 
 struct Simulation {
   std::vector<StageTimeline> stages;
-  double makespan = 0;  // end of the last compute op
+  int virtual_stages = 1;  // chunks per stage
+  double makespan = 0;     // end of the last compute op
   ScheduleStats stats;
 };
 
@@ -61,8 +73,8 @@ struct Simulation {
 Simulation simulate(const std::vector<std::vector<Instruction>>& lists, double forward_cost = 1,
                     double backward_cost = 2);
 
-// Simulates make_all_schedules(kind, num_stages, num_micro_batches).
+// Simulates make_all_schedules(kind, num_stages, num_micro_batches, virtual_stages).
 Simulation simulate(ScheduleKind kind, int num_stages, int num_micro_batches,
-                    double forward_cost = 1, double backward_cost = 2);
+                    double forward_cost = 1, double backward_cost = 2, int virtual_stages = 1);
 
 }  // namespace trainctl::parallel

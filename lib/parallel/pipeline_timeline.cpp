@@ -16,6 +16,13 @@ int to_cell(double time, double time_unit) {
 
 }  // namespace
 
+std::string chunk_suffix(int chunk, int virtual_stages) {
+  constexpr int kLetters = 26;
+  if (virtual_stages <= 1) return "";
+  if (virtual_stages <= kLetters) return std::string(1, static_cast<char>('a' + chunk));
+  return "." + std::to_string(chunk);
+}
+
 TimelineText draw_timeline(const Simulation& sim, double time_unit, int max_cells) {
   if (!(time_unit > 0) || max_cells < 1) {
     throw std::invalid_argument("draw_timeline: time_unit must be > 0 and max_cells >= 1");
@@ -24,7 +31,9 @@ TimelineText draw_timeline(const Simulation& sim, double time_unit, int max_cell
   for (const StageTimeline& stage : sim.stages) {
     for (const ComputeSpan& span : stage.spans) max_mb = std::max(max_mb, span.micro_batch);
   }
-  const size_t width = 1 + static_cast<size_t>(digits(max_mb));  // "F" + the number
+  // "F" + the number + the widest chunk suffix.
+  const size_t width = 1 + static_cast<size_t>(digits(max_mb)) +
+                       chunk_suffix(sim.virtual_stages - 1, sim.virtual_stages).size();
   TimelineText out;
   out.cells_total = static_cast<int>(std::ceil(sim.makespan / time_unit - 1e-9));
   out.cells_drawn = std::min(out.cells_total, max_cells);
@@ -38,8 +47,9 @@ TimelineText draw_timeline(const Simulation& sim, double time_unit, int max_cell
       const int last = std::max(first + 1, to_cell(span.end, time_unit));
       for (int c = first; c < std::min(last, out.cells_drawn); ++c) {
         if (c == first) {
-          std::string label =
-              (span.kind == OpKind::forward ? "F" : "B") + std::to_string(span.micro_batch);
+          std::string label = (span.kind == OpKind::forward ? "F" : "B") +
+                              std::to_string(span.micro_batch) +
+                              chunk_suffix(span.chunk, sim.virtual_stages);
           label.resize(width, ' ');
           cells[c] = label;
         } else {

@@ -3,11 +3,16 @@
 //   stage 0 | F0 F1 F2 F3 .. .. .. B0 -- .. B1 -- ...
 // Each cell is one time unit: a forward of mb 3 is "F3", a backward "B3" followed by "--"
 // for each further unit it takes, idle time "..". Cells are as wide as the largest label.
+// With several chunks per stage (interleaved) the label ends in the chunk: a letter, chunk 0
+// = 'a', 1 = 'b', ... ("F3a", "B3b"), or ".<chunk>" beyond 26 chunks ("F3.27").
 #include <string>
 
 #include "parallel/pipeline_simulate.h"
 
 namespace trainctl::parallel {
+
+// The label suffix of `chunk` when a stage holds `virtual_stages` chunks: "" for one chunk.
+std::string chunk_suffix(int chunk, int virtual_stages);
 
 struct TimelineText {
   std::string text;     // one line per stage, each ending in '\n'
