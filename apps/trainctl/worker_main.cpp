@@ -7,14 +7,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "comm/bench_comm.h"
 #include "comm/gloo/gloo_groups.h"
 #include "comm/self_test.h"
+#include "comm/watched_communicator.h"
 #include "config/load.h"
 #include "launch/console.h"
 #include "launch/prefixed_store.h"
 #include "launch/tcp_store_client.h"
+#include "launch/watchdog.h"
 #include "launch/worker_env.h"
 #include "launch/worker_signals.h"
 #include "train_mode.h"
@@ -41,6 +44,67 @@ long long env_number(const char* name, long long fallback) {
 
 // `selftest --quick`: only messages up to this many floats (wiring, not bandwidth paths).
 constexpr size_t kQuickSelfTestMaxCount = 4096;
+
+// The hang watchdog fires at runtime.comm_timeout_s; Gloo's own timeout is set this much
+// later, so the watchdog's report (which ranks reached the call) comes first. It covers
+// the watchdog's check period and its wait for the other ranks' reports.
+constexpr std::chrono::milliseconds kWatchdogPeriod{1000};
+constexpr std::chrono::milliseconds kWatchdogGather{2000};
+constexpr std::chrono::milliseconds kGlooTimeoutMargin{5000};
+// The watchdog's own store connection: short limits, so a lost store never delays the
+// timeout check for long.
+constexpr std::chrono::milliseconds kWatchdogStoreTimeout{3000};
+
+// Test hook (comm/watched_communicator.h, StallHook): not a TRAINCTL_ variable because
+// the launcher does not pass those on to workers.
+constexpr const char* kStallHookVariable = "TEST_TRAINCTL_STALL";
+
+std::optional<comm::StallHook> stall_hook_from_env(int rank) {
+  const char* spec = std::getenv(kStallHookVariable);
+  if (spec == nullptr || *spec == '\0') return std::nullopt;
+  std::optional<comm::StallHook> hook;
+  try {
+    hook = comm::parse_stall_hook(spec, rank);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string(kStallHookVariable) + ": " + e.what());
+  }
+  if (hook) {
+    hook->interrupted = [] { return launch::stop_requested(); };
+    spdlog::warn("test hook {}: this rank will stall {} ms before {} call {} on group {}",
+                 kStallHookVariable, hook->duration.count(), hook->op, hook->call, hook->group);
+  }
+  return hook;
+}
+
+// Logs the report and ends the worker at once: the main thread is stuck in the call, so
+// there is no safe point to return to. The launcher reports the exit and stops the others.
+[[noreturn]] void exit_on_hang(const std::string& report) {
+  spdlog::error("{}", report);
+  spdlog::default_logger()->flush();
+  std::fflush(stderr);
+  std::_Exit(kExitWorkerFailed);
+}
+
+// The watchdog, with its own store connection (the main client is not shared across
+// threads while a blocking call may hold it).
+std::unique_ptr<launch::Watchdog> start_watchdog(const launch::WorkerEnv& env,
+                                                 const comm::ProcessGroups& groups,
+                                                 std::chrono::milliseconds timeout) {
+  launch::StoreClientOptions options;
+  options.connect_timeout = kWatchdogStoreTimeout;
+  options.timeout = kWatchdogStoreTimeout;
+  auto client =
+      std::make_shared<launch::TcpStoreClient>(env.store_addr, env.store_port, env.token, options);
+  auto store = std::make_shared<launch::PrefixedStore>(
+      client, launch::attempt_prefix(env.restart) + "watchdog/");
+  launch::WatchdogOptions watchdog;
+  watchdog.timeout = timeout;
+  watchdog.period = kWatchdogPeriod;
+  watchdog.gather_timeout = kWatchdogGather;
+  watchdog.world_size = env.world_size;
+  return std::make_unique<launch::Watchdog>(groups.progress, std::move(store), watchdog,
+                                            exit_on_hang);
+}
 
 std::string describe_groups(const comm::ProcessGroups& g) {
   std::string out;
@@ -105,24 +169,39 @@ int run_mode(const launch::WorkerEnv& env) {
       client, launch::attempt_prefix(env.restart) + "workers/");
 
   comm::GlooOptions gloo_options;
-  gloo_options.timeout = timeout;
+  gloo_options.timeout = timeout + kGlooTimeoutMargin;
   gloo_options.allreduce_algo = comm::parse_allreduce_algo(spec.runtime.allreduce_algo);
   comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
   comm::ProcessGroups groups =
       comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);
   spdlog::info("connected: {}", describe_groups(groups));
+  comm::watch_process_groups(groups, stall_hook_from_env(env.rank));
 
-  switch (env.mode) {
-    case launch::WorkerMode::selftest:
-      return run_selftest_mode(groups, env);
-    case launch::WorkerMode::bench_comm:
-      return run_bench_mode(groups, env);
-    case launch::WorkerMode::train:
-      if (spec.runtime.comm_selftest) {
-        comm::run_collective_self_test(groups);
-        spdlog::info("collective self-test passed: verified {}", describe_groups(groups));
-      }
-      return run_train_mode(spec, groups, env);
+  // The benchmark times the transport alone and may legitimately run long messages.
+  std::unique_ptr<launch::Watchdog> watchdog;
+  if (env.mode != launch::WorkerMode::bench_comm) watchdog = start_watchdog(env, groups, timeout);
+
+  try {
+    switch (env.mode) {
+      case launch::WorkerMode::selftest:
+        return run_selftest_mode(groups, env);
+      case launch::WorkerMode::bench_comm:
+        return run_bench_mode(groups, env);
+      case launch::WorkerMode::train:
+        if (spec.runtime.comm_selftest) {
+          comm::run_collective_self_test(groups);
+          spdlog::info("collective self-test passed: verified {}", describe_groups(groups));
+        }
+        return run_train_mode(spec, groups, env);
+    }
+  } catch (const comm::CommError&) {
+    // Gloo gave up before the watchdog (or outside its reach): say where this rank was.
+    // Not when the launcher stopped us: peers going away is then the expected outcome.
+    if (!launch::stop_requested()) {
+      spdlog::error("progress of this rank at the failure: {}",
+                    groups.progress->snapshot().describe());
+    }
+    throw;
   }
   return kExitInternal;
 }

@@ -3,6 +3,7 @@
 
 #include "comm/communicator.h"
 #include "comm/layout.h"
+#include "comm/progress.h"
 
 namespace trainctl::comm {
 
@@ -16,6 +17,10 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> pp;
+  // Set when the communicators above are wrapped for the hang watchdog
+  // (comm/watched_communicator.h); null otherwise. The engine calls
+  // progress->set_step(step) so timeout reports name the step.
+  std::shared_ptr<ProgressBoard> progress;
 };
 
 }  // namespace trainctl::comm
