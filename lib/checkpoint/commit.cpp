@@ -1,0 +1,163 @@
+#include "checkpoint/commit.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "checkpoint/durable_file.h"
+#include "checkpoint/metadata.h"
+#include "util/error.h"
+
+namespace trainctl::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStepPrefix = "step_";
+constexpr const char* kTmpPrefix = ".tmp_";
+constexpr const char* kTrashPrefix = ".trash_";
+
+// The step of a directory named step_<digits>, else nullopt.
+std::optional<int64_t> step_of(const std::string& name) {
+  const std::string prefix = kStepPrefix;
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(digits);
+}
+
+bool is_complete(const fs::path& dir) {
+  try {
+    read_metadata(dir);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void sync_tree(const fs::path& dir) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    fsync_file(e.path());
+  }
+  fsync_directory(dir);
+}
+
+}  // namespace
+
+std::string step_dir_name(int64_t step) {
+  char text[40];
+  std::snprintf(text, sizeof text, "step_%08lld", static_cast<long long>(step));
+  return text;
+}
+
+fs::path tmp_dir_for(const fs::path& checkpoints_dir, int64_t step) {
+  return checkpoints_dir / (kTmpPrefix + step_dir_name(step));
+}
+
+fs::path begin_checkpoint(const fs::path& checkpoints_dir, int64_t step) {
+  fs::create_directories(checkpoints_dir);
+  for (const fs::directory_entry& e : fs::directory_iterator(checkpoints_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(kTmpPrefix, 0) == 0 || name.rfind(kTrashPrefix, 0) == 0)
+      fs::remove_all(e.path());
+  }
+  const fs::path tmp = tmp_dir_for(checkpoints_dir, step);
+  fs::create_directory(tmp);
+  fsync_directory(checkpoints_dir);
+  return tmp;
+}
+
+fs::path commit_checkpoint(const fs::path& tmp, const fs::path& checkpoints_dir, int64_t step,
+                           int keep_last) {
+  if (!fs::exists(tmp / kMetadataFile)) {
+    throw std::runtime_error("cannot commit " + tmp.string() + ": it has no " + kMetadataFile +
+                             " (write it after every rank's shard)");
+  }
+  sync_tree(tmp);
+  const std::string name = step_dir_name(step);
+  const fs::path final_dir = checkpoints_dir / name;
+  // rename(2) cannot replace a non-empty directory: move an older save of this step aside.
+  const fs::path trash = checkpoints_dir / (kTrashPrefix + name);
+  if (fs::exists(final_dir)) {
+    fs::remove_all(trash);
+    fs::rename(final_dir, trash);
+  }
+  fs::rename(tmp, final_dir);
+  fsync_directory(checkpoints_dir);
+  write_file_atomically(checkpoints_dir / kLatestFile, name + "\n");
+  fs::remove_all(trash);
+
+  if (keep_last > 0) {
+    std::vector<CheckpointEntry> others;
+    for (CheckpointEntry& e : list_complete(checkpoints_dir)) {
+      if (e.path.filename() != name) others.push_back(std::move(e));
+    }
+    // Newest first; keep keep_last - 1 of them beside the new one.
+    std::sort(others.begin(), others.end(),
+              [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step > b.step; });
+    for (size_t i = static_cast<size_t>(keep_last) - 1; i < others.size(); ++i) {
+      fs::remove_all(others[i].path);
+    }
+    fsync_directory(checkpoints_dir);
+  }
+  return final_dir;
+}
+
+std::vector<CheckpointEntry> list_complete(const fs::path& checkpoints_dir) {
+  std::vector<CheckpointEntry> out;
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return out;
+  for (const fs::directory_entry& e : fs::directory_iterator(checkpoints_dir)) {
+    if (!e.is_directory()) continue;
+    const std::optional<int64_t> step = step_of(e.path().filename().string());
+    if (step && is_complete(e.path())) out.push_back({*step, e.path()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
+  return out;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& checkpoints_dir) {
+  std::ifstream in(checkpoints_dir / kLatestFile);
+  std::string name;
+  if (in && std::getline(in, name) && step_of(name) && is_complete(checkpoints_dir / name)) {
+    return checkpoints_dir / name;
+  }
+  const std::vector<CheckpointEntry> all = list_complete(checkpoints_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back().path;
+}
+
+fs::path resolve_checkpoint(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError("checkpoint " + path.string() + " does not exist");
+  if (!fs::is_directory(path, ec)) {
+    throw InputError(path.string() +
+                     " is not a checkpoint: give a step directory (checkpoints/step_NNNNNNNN), a "
+                     "checkpoints/ directory or a run directory");
+  }
+  if (fs::exists(path / kMetadataFile)) {
+    read_metadata(path);  // throws InputError when unusable
+    return path;
+  }
+  for (const fs::path& dir : {path, path / "checkpoints"}) {
+    if (std::optional<fs::path> latest = latest_checkpoint(dir)) return *latest;
+  }
+  throw InputError("no complete checkpoint in " + path.string() +
+                   " (looked for metadata.json there, and for step_* directories in it and in "
+                   "its checkpoints/)");
+}
+
+std::optional<fs::path> resolve_resume(const fs::path& checkpoints_dir, const std::string& resume) {
+  if (resume == "none") return std::nullopt;
+  if (resume == "auto") return latest_checkpoint(checkpoints_dir);
+  return resolve_checkpoint(resume);
+}
+
+}  // namespace trainctl::checkpoint

@@ -1,0 +1,80 @@
+#include "checkpoint/export.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "checkpoint/durable_file.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/shard_writer.h"
+
+namespace trainctl::checkpoint {
+
+std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& c,
+                                                    const std::string& job) {
+  std::map<std::string, std::string> m = {{"format", "pt"},
+                                          {"producer", "trainctl " TRAINCTL_VERSION},
+                                          {"vocab_size", std::to_string(c.vocab_size)},
+                                          {"block_size", std::to_string(c.max_seq_len)},
+                                          {"n_layer", std::to_string(c.n_layer)},
+                                          {"n_head", std::to_string(c.n_head)},
+                                          {"n_embd", std::to_string(c.d_model)},
+                                          {"bias", "true"},
+                                          {"tied", "lm_head.weight=transformer.wte.weight"}};
+  if (!job.empty()) m["job"] = job;
+  return m;
+}
+
+namespace {
+
+// nanoGPT's order: embeddings, blocks by index, then the rest (ln_f) in checkpoint order.
+int position(const std::string& name) {
+  const std::string block = "transformer.h.";
+  if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
+  if (name == "transformer.wte.weight") return 0;
+  if (name == "transformer.wpe.weight") return 1;
+  return 1 << 30;
+}
+
+}  // namespace
+
+ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem::path& out) {
+  std::vector<std::string> names;
+  for (const std::string& name : reader.tensor_names()) {
+    if (!is_optimizer_tensor(name)) names.push_back(name);
+  }
+  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return position(a) < position(b);
+  });
+  std::vector<SafetensorsEntry> entries;
+  for (const std::string& name : names)
+    entries.push_back({name, "F32", reader.global_shape(name), 0, 0});
+  const CheckpointMetadata& meta = reader.metadata();
+  const std::string job =
+      meta.extra.is_object() && meta.extra.contains("job") && meta.extra["job"].is_string()
+          ? meta.extra["job"].get<std::string>()
+          : std::string();
+  const std::string header = encode_safetensors_header(entries, nanogpt_metadata(meta.model, job));
+
+  ExportSummary summary;
+  const std::filesystem::path tmp = out.string() + ".tmp";
+  try {
+    DurableFile file(tmp);
+    file.write(header.data(), header.size());
+    for (const std::string& name : names) {
+      const std::vector<float> values = reader.read_full(name);
+      file.write(values.data(), values.size() * sizeof(float));
+      ++summary.tensors;
+      summary.parameters += static_cast<int64_t>(values.size());
+    }
+    file.finish();
+    summary.bytes = file.bytes();
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::filesystem::rename(tmp, out);
+  return summary;
+}
+
+}  // namespace trainctl::checkpoint

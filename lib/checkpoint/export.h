@@ -1,0 +1,32 @@
+#pragma once
+// A checkpoint's model as one safetensors file that nanoGPT (PyTorch) loads: every parameter
+// reassembled from its shards under its nanoGPT name with its global shape (nn.Linear's
+// [out, in]), optimizer state left out. lm_head.weight is not written: it is tied to
+// transformer.wte.weight (as in nanoGPT), and safetensors cannot store two names for one
+// tensor.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "checkpoint/reader.h"
+#include "model/gpt_config.h"
+
+namespace trainctl::checkpoint {
+
+// The __metadata__ of an exported model (the same keys the end-of-training export writes):
+// format, producer, nanoGPT's GPTConfig fields, tying. `job` is omitted when empty.
+std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& config,
+                                                    const std::string& job);
+
+struct ExportSummary {
+  int tensors = 0;
+  int64_t parameters = 0;
+  uint64_t bytes = 0;
+};
+
+// Writes `out` atomically (temporary file + rename), one tensor at a time (peak memory: the
+// largest tensor). Throws CheckpointCorrupt when a needed file is damaged.
+ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem::path& out);
+
+}  // namespace trainctl::checkpoint
