@@ -3,16 +3,20 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <system_error>
 
+#include "comm/layout.h"
 #include "config/load.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
+#include "model/shard.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/pipeline_simulate.h"
 #include "parallel/pipeline_timeline.h"
 #include "train/inspect_step.h"
+#include "train/model_setup.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -29,6 +33,87 @@ launch::LaunchOptions launch_options(const LaunchArgs& args, launch::WorkerMode 
   opt.token = args.token;
   opt.node_addr = args.node_addr;
   return opt;
+}
+
+// "27.3%".
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * fraction);
+  return text;
+}
+
+// `plan`: every world rank's (dp, tp, pp) coordinates.
+std::string plan_rank_map(const config::JobSpec& spec) {
+  const comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
+                    std::to_string(layout.dp) + " x tp " + std::to_string(layout.tp) + " x pp " +
+                    std::to_string(layout.pp) +
+                    "; rank = (pp_rank * dp + dp_rank) * tp + tp_rank):\n rank   dp   tp   pp\n";
+  char line[64];
+  for (int rank = 0; rank < layout.world_size(); ++rank) {
+    const comm::Coord c = comm::coord_of(layout, rank);
+    std::snprintf(line, sizeof line, "%5d %4d %4d %4d\n", rank, c.dp, c.tp, c.pp);
+    out += line;
+  }
+  return out;
+}
+
+// "blocks 4-7 (4)", "block 3".
+std::string block_range(const model::LayerRange& r) {
+  if (r.size() == 1) return "block " + std::to_string(r.begin);
+  return "blocks " + std::to_string(r.begin) + "-" + std::to_string(r.end - 1) + " (" +
+         std::to_string(r.size()) + ")";
+}
+
+// `plan`: the transformer blocks of each pipeline stage (and of each of its chunks for the
+// interleaved schedule), where the embedding and the LM head live, and each stage's forward
+// cost in units of one block (what the partition balances).
+std::string plan_layers(const config::JobSpec& spec) {
+  const model::GptConfig config = train::gpt_config(spec);
+  const int pp = spec.parallel.pp;
+  const int chunks = spec.parallel.virtual_stages;
+  const double head = model::head_cost(config) / model::block_cost(config, spec.model.seq_len);
+  auto cost_text = [](double cost) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f", cost);
+    return std::string(text);
+  };
+  std::string out = "layers (" + std::to_string(config.n_layer) + " blocks, " + std::to_string(pp) +
+                    (pp == 1 ? " stage" : " stages");
+  if (chunks > 1) {
+    out += " x " + std::to_string(chunks) + " chunks: chunk c of stage s is virtual stage c*" +
+           std::to_string(pp) + " + s";
+  }
+  out += "):\n";
+  std::vector<double> costs;
+  for (int s = 0; s < pp; ++s) {
+    const model::GptShardSpec shard =
+        model::GptShardSpec::of(config, spec.model.seq_len, pp, s, chunks, 1, 0);
+    double cost = shard.head ? head : 0.0;
+    std::string parts = shard.embedding ? "embedding, " : "";
+    for (size_t c = 0; c < shard.chunks.size(); ++c) {
+      const model::LayerRange& r = shard.chunks[c];
+      cost += r.size();
+      if (c > 0) parts += ", ";
+      if (chunks > 1) {
+        parts += "chunk " + parallel::chunk_suffix(static_cast<int>(c), chunks) + " (virtual " +
+                 std::to_string(static_cast<int>(c) * pp + s) + "): ";
+      }
+      parts += block_range(r);
+    }
+    if (shard.head) parts += ", LM head";
+    out += " stage " + std::to_string(s) + ": " + parts + "; cost " + cost_text(cost) + "\n";
+    costs.push_back(cost);
+  }
+  out += " (cost: forward work per token, one block = 1, the LM head = " + cost_text(head);
+  if (pp > 1) {
+    double total = 0;
+    for (double c : costs) total += c;
+    const double slowest = *std::max_element(costs.begin(), costs.end());
+    out += "; the slowest stage, whose pace the pipeline runs at, does " +
+           cost_text(slowest * pp / total) + "x the mean";
+  }
+  return out + ")\n";
 }
 
 }  // namespace
@@ -136,26 +221,59 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
   const int stages = spec.parallel.pp;
   const int m = micro_batches.value_or(spec.grad_accum());
   const parallel::ScheduleKind kind = parallel::parse_schedule_kind(spec.parallel.schedule);
-  // Time units: a backward costs about two forwards (gradients of inputs and of weights).
-  constexpr double kForwardCost = 1, kBackwardCost = 2;
+  const bool interleaved = kind == parallel::ScheduleKind::interleaved;
+  const int chunks = spec.parallel.virtual_stages;
+  if (interleaved && stages < 2) {
+    throw InputError(
+        "parallel.schedule: interleaved needs parallel.pp >= 2 (with one stage there is no "
+        "pipeline to interleave); use schedule: 1f1b");
+  }
+  if (interleaved && m % stages != 0) {
+    throw InputError("--micro-batches " + std::to_string(m) +
+                     ": the interleaved schedule runs micro-batches in groups of parallel.pp (" +
+                     std::to_string(stages) + "); use a multiple of it");
+  }
+  // Time units: a backward costs about two forwards (gradients of inputs and of weights). The
+  // simulator splits a stage's costs over its chunks: scale them so one chunk's forward is one
+  // unit of the timeline.
+  const double forward_cost = chunks, backward_cost = 2.0 * chunks;
   constexpr int kMaxCells = 64;  // lines of about 200 columns (250 with 2-digit micro-batches)
-  const parallel::Simulation sim = parallel::simulate(kind, stages, m, kForwardCost, kBackwardCost);
+  const parallel::Simulation sim =
+      parallel::simulate(kind, stages, m, forward_cost, backward_cost, chunks);
 
+  std::string out = plan_rank_map(spec) + "\n" + plan_layers(spec) + "\n";
   std::string peaks;
   for (const parallel::StageTimeline& stage : sim.stages) {
     peaks += (peaks.empty() ? "" : ", ") + std::to_string(stage.peak_activations);
   }
-  char bubble[32];
-  std::snprintf(bubble, sizeof bubble, "%.1f%%", 100.0 * sim.stats.bubble_fraction);
   auto count = [](int n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
   };
-  std::string out = std::string("schedule ") + parallel::to_string(kind) + ", " +
-                    count(stages, "stage", "stages") + ", " +
-                    count(m, "micro-batch", "micro-batches") + ": bubble " + bubble +
-                    ", peak activations per stage [" + peaks + "] (micro-batches held)\n";
+  std::string shape = count(stages, "stage", "stages");
+  if (interleaved) shape += " x " + std::to_string(chunks) + " chunks";
+  const double theory = parallel::theoretical_bubble(kind, stages, m, chunks);
+  out += std::string("schedule ") + parallel::to_string(kind) + ", " + shape + ", " +
+         count(m, "micro-batch", "micro-batches") + ": bubble " +
+         percent(sim.stats.bubble_fraction) + " (theory " +
+         (interleaved ? "(p-1)/(V*m+p-1)" : "(p-1)/(m+p-1)") + " = " + percent(theory);
+  if (interleaved) {
+    out += "; 1f1b: " +
+           percent(parallel::theoretical_bubble(parallel::ScheduleKind::one_f_one_b, stages, m));
+  }
+  out += ")\npeak activations per stage [" + peaks + "] " +
+         (interleaved ? "(micro-batch chunks held, each 1/" + std::to_string(chunks) +
+                            " of the stage's layers)\n"
+                      : std::string("(micro-batches held)\n"));
+
   const parallel::TimelineText timeline = parallel::draw_timeline(sim, 1, kMaxCells);
-  out += "\ntimeline (one cell = one time unit: forward F<mb> 1, backward B<mb>-- 2, idle ..):\n";
+  if (interleaved) {
+    out +=
+        "\ntimeline (one cell = one time unit: chunk forward F<mb><chunk> 1, backward "
+        "B<mb><chunk>-- 2, idle ...; chunk a = the stage's first model chunk, b its second, "
+        "...):\n";
+  } else {
+    out += "\ntimeline (one cell = one time unit: forward F<mb> 1, backward B<mb>-- 2, idle ..):\n";
+  }
   out += timeline.text;
   if (timeline.cells_drawn < timeline.cells_total) {
     out += "(first " + std::to_string(timeline.cells_drawn) + " of " +

@@ -138,11 +138,15 @@ int run(int argc, char** argv) {
                        "steps, global_batch_size / (micro_batch_size × dp))")
           ->check(CLI::PositiveNumber);
   plan->footer(
-      "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n\n"
-      "Simulates parallel.pp stages running parallel.schedule (gpipe | 1f1b) with forward = 1\n"
-      "and backward = 2 time units, free communication: prints the bubble (idle share of the\n"
-      "stages' time), the peak number of micro-batches whose activations each stage holds,\n"
-      "and one timeline line per stage. Exit code 2 when the spec is invalid.");
+      "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
+      "  trainctl plan job.yaml --set parallel.schedule=interleaved "
+      "--set parallel.virtual_stages=2\n\n"
+      "Prints each rank's (dp, tp, pp) coordinates and the transformer blocks of each pipeline\n"
+      "stage (and of each chunk, for interleaved), then simulates parallel.pp stages running\n"
+      "parallel.schedule (gpipe | 1f1b | interleaved) with forward = 1 and backward = 2 time\n"
+      "units per stage and free communication: the bubble (idle share of the stages' time)\n"
+      "next to its closed form, the peak activations each stage holds, and one timeline line\n"
+      "per stage. Exit code 2 when the spec is invalid.");
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);

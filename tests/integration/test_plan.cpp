@@ -1,5 +1,5 @@
-// `trainctl plan`: the pipeline schedule of a job spec, simulated and drawn, without
-// starting anything.
+// `trainctl plan`: the rank map, the layer partition and the pipeline schedule of a job spec,
+// simulated and drawn, without starting anything.
 #include <catch2/catch.hpp>
 
 #include "integration/helpers.h"
@@ -30,8 +30,22 @@ TEST_CASE("plan draws a 4-stage 1F1B schedule of 8 micro-batches", "[plan][integ
   ProcResult r = run_trainctl({"plan", job.string()}, dir.path());
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.out, Catch::Contains("schedule 1f1b, 4 stages, 8 micro-batches: bubble 27.3%"));
-  CHECK_THAT(r.out, Catch::Contains("peak activations per stage [4, 3, 2, 1]"));
+  // Rank map: one line per world rank with its (dp, tp, pp) coordinates.
+  CHECK_THAT(r.out, Catch::Contains("rank map (world 4 = dp 1 x tp 1 x pp 4; rank = (pp_rank * dp "
+                                    "+ dp_rank) * tp + tp_rank):\n rank   dp   tp   pp\n"
+                                    "    0    0    0    0\n    1    0    0    1\n"));
+  CHECK_THAT(r.out, Catch::Contains("    3    0    0    3\n"));
+  // Layer partition: one block per stage, embedding first, LM head last (its cost counts).
+  CHECK_THAT(r.out, Catch::Contains("layers (4 blocks, 4 stages):\n"
+                                    " stage 0: embedding, block 0; cost 1.00\n"
+                                    " stage 1: block 1; cost 1.00\n"));
+  CHECK_THAT(r.out, Catch::Contains(" stage 3: block 3, LM head; cost 1.14\n"));
+  CHECK_THAT(r.out, Catch::Contains("does 1.10x the mean"));
+  // The simulated bubble next to the closed form.
+  CHECK_THAT(r.out,
+             Catch::Contains("schedule 1f1b, 4 stages, 8 micro-batches: bubble 27.3% "
+                             "(theory (p-1)/(m+p-1) = 27.3%)\n"
+                             "peak activations per stage [4, 3, 2, 1] (micro-batches held)"));
   CHECK(count_lines_starting(r.out, "stage ") == 4);
   // Stage 3 runs its first forward after three time units of fill.
   CHECK_THAT(r.out, Catch::Contains("stage 3 | .. .. .. F0 B0 -- F1 B1 --"));
@@ -45,8 +59,62 @@ TEST_CASE("plan draws a 4-stage 1F1B schedule of 8 micro-batches", "[plan][integ
   REQUIRE(gpipe.exit_code == 0);
   // (4 - 1) / (2 + 4 - 1) = 60%.
   CHECK_THAT(gpipe.out,
-             Catch::Contains("schedule gpipe, 4 stages, 2 micro-batches: bubble 60.0%, peak "
-                             "activations per stage [2, 2, 2, 2]"));
+             Catch::Contains("schedule gpipe, 4 stages, 2 micro-batches: bubble 60.0% (theory "
+                             "(p-1)/(m+p-1) = 60.0%)\npeak activations per stage [2, 2, 2, 2]"));
+}
+
+TEST_CASE("plan draws the interleaved schedule with its chunks", "[plan][integration]") {
+  TempDir dir("planinter");
+  // 8 blocks over 4 stages × 2 chunks, 8 micro-batches.
+  const fs::path job = dir / "inter.yaml";
+  write_text(job,
+             "name: inter\nmodel: {n_layer: 8}\n"
+             "parallel: {pp: 4, schedule: interleaved, virtual_stages: 2}\n"
+             "training: {micro_batch_size: 4, global_batch_size: 32}\n");
+  ProcResult r = run_trainctl({"plan", job.string()}, dir.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // Chunk c of stage s is virtual stage c * 4 + s: stage 0 holds blocks 0 and 4.
+  CHECK_THAT(r.out, Catch::Contains("layers (8 blocks, 4 stages x 2 chunks: chunk c of stage s is "
+                                    "virtual stage c*4 + s):\n"
+                                    " stage 0: embedding, chunk a (virtual 0): block 0, chunk b "
+                                    "(virtual 4): block 4; cost 2.00\n"));
+  CHECK_THAT(r.out, Catch::Contains(" stage 3: chunk a (virtual 3): block 3, chunk b (virtual 7): "
+                                    "block 7, LM head; cost 2.14\n"));
+  // (4 - 1) / (2 × 8 + 4 - 1) = 15.8%, against 1F1B's 27.3%; stage 0 holds its
+  // (4 - 1) × 2 + (2 - 1) × 4 = 10 warm-up chunks and one more.
+  CHECK_THAT(r.out,
+             Catch::Contains("schedule interleaved, 4 stages x 2 chunks, 8 micro-batches: bubble "
+                             "15.8% (theory (p-1)/(V*m+p-1) = 15.8%; 1f1b: 27.3%)\n"
+                             "peak activations per stage [11, 9, 7, 5] (micro-batch chunks held, "
+                             "each 1/2 of the stage's layers)"));
+  CHECK_THAT(r.out, Catch::Contains("chunk forward F<mb><chunk> 1"));
+  CHECK(count_lines_starting(r.out, "stage ") == 4);
+  // Stage 3 runs the last virtual stage (chunk b): each forward there is followed by its
+  // backward at once.
+  CHECK_THAT(r.out, Catch::Contains("stage 3 | ... ... ... F0a F1a F2a F3a F0b B0b --- F1b B1b"));
+
+  // Micro-batches come in groups of pp.
+  ProcResult six = run_trainctl({"plan", job.string(), "--micro-batches", "6"}, dir.path());
+  CHECK(six.exit_code == 2);
+  CHECK_THAT(six.err, Catch::Contains("multiple"));
+  // One stage has nothing to interleave.
+  ProcResult one = run_trainctl({"plan", job.string(), "--set", "parallel.pp=1"}, dir.path());
+  CHECK(one.exit_code == 2);
+  CHECK_THAT(one.err, Catch::Contains("parallel.pp"));
+}
+
+TEST_CASE("plan maps every rank of a 3D layout", "[plan][integration]") {
+  TempDir dir("plan3d");
+  const fs::path job = write_job(dir.path(), "threed", 2, 2, 2);
+  ProcResult r = run_trainctl({"plan", job.string()}, dir.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("rank map (world 8 = dp 2 x tp 2 x pp 2;"));
+  // TP fastest, then DP, then PP: rank 5 is (dp 0, tp 1, pp 1), rank 6 (dp 1, tp 0, pp 1).
+  CHECK_THAT(r.out, Catch::Contains("    5    0    1    1\n    6    1    0    1\n"));
+  CHECK_THAT(r.out, Catch::Contains(" stage 0: embedding, block 0; cost 1.00\n"));
+  CHECK_THAT(r.out, Catch::Contains(" stage 1: block 1, LM head; cost "));
 }
 
 TEST_CASE("plan works without pipeline parallelism", "[plan][integration]") {
@@ -56,6 +124,7 @@ TEST_CASE("plan works without pipeline parallelism", "[plan][integration]") {
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("1 stage, 1 micro-batch: bubble 0.0%"));
+  CHECK_THAT(r.out, Catch::Contains(" stage 0: embedding, blocks 0-1 (2), LM head; cost "));
   CHECK_THAT(r.out, Catch::Contains("stage 0 | F0 B0 -- |\n"));
   CHECK(count_lines_starting(r.out, "stage ") == 1);
 }
