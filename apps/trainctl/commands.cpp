@@ -121,7 +121,20 @@ std::string plan_layers(const config::JobSpec& spec) {
 int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   train::check_trainable(spec);  // refuse what this build cannot train before spawning
-  return launch::run_launcher(spec, launch_options(args, launch::WorkerMode::train));
+  launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
+  std::string resume = args.resume;
+  if (resume != "auto" && resume != "none") {
+    std::error_code ec;
+    const fs::path path = fs::absolute(resume, ec);
+    if (ec || !fs::is_directory(path)) {
+      throw InputError("--resume " + resume +
+                       ": no such checkpoint directory (use auto, none, or a path like "
+                       "runs/<name>/checkpoints/step_00000100)");
+    }
+    resume = path.string();
+  }
+  opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
+  return launch::run_launcher(spec, opt);
 }
 
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {

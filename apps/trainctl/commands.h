@@ -19,6 +19,7 @@ struct LaunchArgs {
   launch::ClusterFlags cluster;
   std::optional<std::string> token;
   std::optional<std::string> node_addr;
+  std::string resume = "auto";  // train only: auto | none | a checkpoint directory
 };
 
 int cmd_train(const LaunchArgs& args);

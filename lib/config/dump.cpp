@@ -73,7 +73,8 @@ std::string to_yaml(const JobSpec& s) {
   y << "precision:\n  compute: " << to_string(s.precision.compute) << "\n";
 
   const CheckpointSpec& c = s.checkpoint;
-  y << "checkpoint:\n  every_steps: " << c.every_steps << "\n  keep_last: " << c.keep_last
+  y << "checkpoint:\n  every_steps: " << c.every_steps
+    << "\n  every_minutes: " << format_real(c.every_minutes) << "\n  keep_last: " << c.keep_last
     << "\n  async: " << boolean(c.async) << "\n";
 
   y << "logging:\n  every_steps: " << s.logging.every_steps << "\n";

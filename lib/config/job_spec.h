@@ -79,10 +79,14 @@ struct PrecisionSpec {
   bool operator==(const PrecisionSpec&) const = default;
 };
 
+// Checkpoints go to run_dir/checkpoints/step_<NNNNNNNN>/: every `every_steps` steps and/or
+// every `every_minutes` minutes (0 disables either), when a stop signal arrives (Slurm
+// preemption), and at the end of training.
 struct CheckpointSpec {
-  int every_steps = 0;  // 0 = only at the end / on preemption
+  int every_steps = 0;
+  double every_minutes = 0;
   int keep_last = 3;
-  bool async = true;
+  bool async = true;  // write in the background while training continues
 
   bool operator==(const CheckpointSpec&) const = default;
 };

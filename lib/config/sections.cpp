@@ -118,8 +118,10 @@ void read_precision(const MapReader& top, PrecisionSpec& precision) {
 }
 
 void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
-  const MapReader r = top.section("checkpoint", {"every_steps", "keep_last", "async"});
+  const MapReader r =
+      top.section("checkpoint", {"every_steps", "every_minutes", "keep_last", "async"});
   r.read("every_steps", checkpoint.every_steps, {0});
+  r.read("every_minutes", checkpoint.every_minutes, {0});
   r.read("keep_last", checkpoint.keep_last, {1, 1000000});
   r.read("async", checkpoint.async);
 }

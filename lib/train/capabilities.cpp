@@ -29,15 +29,6 @@ void check_trainable(const config::JobSpec& spec) {
     refuse(spec, "precision.compute",
            "the CPU backend computes in fp32 (this CPU has no bf16/fp16 arithmetic); use fp32");
   }
-  if (spec.checkpoint.every_steps != 0) {
-    refuse(spec, "checkpoint.every_steps",
-           "checkpointing is not available yet; set every_steps: 0 (the final model is still "
-           "exported to run_dir/model.safetensors)");
-  }
-  if (spec.runtime.max_restarts != 0) {
-    refuse(spec, "runtime.max_restarts",
-           "automatic restarts need checkpoints, which are not available yet; use 0");
-  }
 }
 
 }  // namespace trainctl::train

@@ -61,7 +61,8 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 
-StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch, bool stop_asked) {
+StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
+                               const StepRequests& asked) {
   gpt.params().zero_grads();
   double loss_sum = 0.0;
   int64_t loss_count = 0;
@@ -88,17 +89,22 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch, bool 
     out.pipeline_idle_s = r.idle_s;
   }
   data_parallel.reduce_gradients();
-  out.stop = stop_asked;
+  out.stop = asked.stop;
+  out.checkpoint = asked.checkpoint;
+  out.all_written = asked.written;
   if (!reports_loss()) loss_sum = 0, loss_count = 0;
   if (groups.world->size() > 1) {
-    // One small collective agrees on the step's loss and on stopping (a stop signal may
-    // reach the ranks at different steps; all of them must leave at the same one).
-    float totals[3] = {static_cast<float>(loss_sum), static_cast<float>(loss_count),
-                       stop_asked ? 1.0f : 0.0f};
-    groups.world->allreduce(totals, 3);
+    // One small collective agrees on the step's loss, on stopping and on checkpoints (a
+    // stop signal may reach the ranks at different steps; all must act at the same one).
+    float totals[5] = {static_cast<float>(loss_sum), static_cast<float>(loss_count),
+                       asked.stop ? 1.0f : 0.0f, asked.checkpoint ? 1.0f : 0.0f,
+                       asked.written ? 1.0f : 0.0f};
+    groups.world->allreduce(totals, 5);
     loss_sum = totals[0];
     loss_count = static_cast<int64_t>(totals[1]);
     out.stop = totals[2] > 0;
+    out.checkpoint = totals[3] > 0;
+    out.all_written = static_cast<int>(totals[4]) == groups.world->size();
   }
   out.loss = loss_sum / static_cast<double>(loss_count);
   out.grad_norm = data_parallel.grad_norm();

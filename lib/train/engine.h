@@ -22,11 +22,21 @@
 
 namespace trainctl::train {
 
+// What this rank asks for at the end of a step; the ranks' requests are combined in the
+// step's one small collective so that every rank acts on the same step.
+struct StepRequests {
+  bool stop = false;        // a stop signal arrived (any rank's request stops all)
+  bool checkpoint = false;  // a time-based checkpoint is due (any rank's request)
+  bool written = true;      // this rank's background checkpoint write has finished
+};
+
 struct StepOutcome {
   double loss = 0.0;
   double grad_norm = 0.0;
   double lr = 0.0;
   bool stop = false;             // every rank agreed to stop after this step
+  bool checkpoint = false;       // some rank asked for a checkpoint after this step
+  bool all_written = true;       // every rank's background checkpoint write has finished
   double pipeline_idle_s = 0.0;  // this rank's wait for pipeline neighbours
 };
 
@@ -35,9 +45,9 @@ struct Engine {
          std::unique_ptr<ops::Backend> backend);
 
   // One optimizer step: micro-batches with gradient accumulation (through the pipeline
-  // schedule when pp > 1), gradient reduction, clipping, update. `stop_asked` is this
-  // rank's wish to stop; the outcome says whether all ranks agreed.
-  StepOutcome train_step(int64_t step, const data::StepBatch& batch, bool stop_asked);
+  // schedule when pp > 1), gradient reduction, clipping, update. The outcome carries the
+  // ranks' combined requests.
+  StepOutcome train_step(int64_t step, const data::StepBatch& batch, const StepRequests& asked);
   // Mean validation loss over eval_batches batches, split round-robin over DP replicas.
   double evaluate();
 

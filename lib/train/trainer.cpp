@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
+#include "train/checkpointing.h"
 #include "train/engine.h"
 #include "train/export.h"
 #include "train/metrics.h"
@@ -83,15 +85,35 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   announce(e, reporter);
 
   const int64_t steps = spec.training.steps;
-  data::Prefetcher prefetch(*e.dataset, e.layout, 0, steps);
+  const config::CheckpointSpec& policy = spec.checkpoint;
+  Checkpointer ckpt(e, ctx.run_dir, [&](const std::string& line) {
+    reporter.message(line);
+    spdlog::info("{}", line);
+  });
+  const int64_t start = ckpt.restore(ctx.resume);
+  if (start >= steps && reporting) {
+    reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) +
+                     " of " + std::to_string(steps) +
+                     " (raise training.steps, or --resume none to start over)");
+  }
+  data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result;
+  result.steps = start;
+  int64_t saved_step = start > 0 ? start : -1;
   const auto t_start = Clock::now();
-  auto t_window = t_start;
+  auto t_window = t_start, t_saved = t_start;
   int64_t window_steps = 0;
-  for (int64_t step = 0; step < steps && !result.stopped; ++step) {
+  for (int64_t step = start; step < steps && !result.stopped; ++step) {
     const auto t_step = Clock::now();
-    const StepOutcome out =
-        e.train_step(step, prefetch.next(), ctx.should_stop && ctx.should_stop());
+    StepRequests asked;
+    asked.stop = ctx.should_stop && ctx.should_stop();
+    // Rank 0's clock alone decides time-based checkpoints (the step's collective spreads
+    // the request), so every rank saves after the same step.
+    asked.checkpoint = reporting && policy.every_minutes > 0 &&
+                       seconds_since(t_saved) >= policy.every_minutes * 60;
+    asked.written = ckpt.written();
+    const StepOutcome out = e.train_step(step, prefetch.next(), asked);
+    ckpt.commit_if_written(out.all_written);
     ++window_steps;
     result.steps = step + 1;
     result.final_loss = out.loss;
@@ -135,7 +157,18 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     } else {
       reporter.progress(m);
     }
+    const bool periodic =
+        (policy.every_steps > 0 && (step + 1) % policy.every_steps == 0) || out.checkpoint;
+    if (periodic && !last) {
+      ckpt.save(step + 1, policy.async);
+      saved_step = step + 1;
+      t_saved = Clock::now();
+    }
   }
+  // The end of training, or a stop signal (Slurm preemption): a complete checkpoint of
+  // the last step, written before the run reports done.
+  if (saved_step != result.steps) ckpt.save(result.steps, false);
+  ckpt.finish_pending();
   const double total_s = seconds_since(t_start);
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
 

@@ -2,6 +2,7 @@
 // The training engine of one worker: model shard, data, optimizer, metrics, export.
 #include <filesystem>
 #include <functional>
+#include <string>
 
 #include "comm/process_groups.h"
 #include "config/job_spec.h"
@@ -14,6 +15,9 @@ struct TrainContext {
   // Polled once per step: true asks the run to stop cleanly after that step (the model is
   // still exported). Unset: never.
   std::function<bool()> should_stop;
+  // Where training starts: "auto" (the newest complete checkpoint under
+  // run_dir/checkpoints, else from scratch), "none", or a checkpoint directory.
+  std::string resume = "auto";
 };
 
 struct TrainResult {

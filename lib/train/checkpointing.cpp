@@ -1,0 +1,277 @@
+#include "train/checkpointing.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "checkpoint/commit.h"
+#include "checkpoint/errors.h"
+#include "checkpoint/reader.h"
+#include "checkpoint/shard_writer.h"
+#include "util/error.h"
+
+namespace trainctl::train {
+
+namespace fs = std::filesystem;
+
+// Everything one rank writes, copied out of the live buffers so training can go on.
+struct Checkpointer::Snapshot {
+  int64_t step = 0;
+  int64_t optimizer_step = 0;
+  std::vector<std::string> names;
+  std::vector<model::TensorShard> shards;
+  std::vector<std::vector<float>> values;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// DP replicas hold the same state and TP ranks the same replicated tensors: one copy of
+// each is enough (any layout reads any copy), and the LM head's tied copy of wte is the
+// first stage's wte.
+bool writes_param(const model::Param& p) {
+  return !p.tied_copy && (p.shard.split() || p.shard.index == 0);
+}
+
+bool same_model(const model::GptConfig& a, const model::GptConfig& b) {
+  return a.vocab_size == b.vocab_size && a.max_seq_len == b.max_seq_len && a.n_layer == b.n_layer &&
+         a.n_head == b.n_head && a.d_model == b.d_model;
+}
+
+std::string describe(const model::GptConfig& c) {
+  return "vocab " + std::to_string(c.vocab_size) + ", seq_len " + std::to_string(c.max_seq_len) +
+         ", " + std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
+         " heads, d_model " + std::to_string(c.d_model);
+}
+
+// A small integer from world rank 0 to every rank (exact in a float).
+int broadcast_int(comm::Communicator& world, int value) {
+  float v = static_cast<float>(value);
+  world.broadcast(&v, 1, 0);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(Engine& engine, const fs::path& run_dir,
+                           std::function<void(const std::string&)> say)
+    : e_(engine), dir_(run_dir / "checkpoints"), say_(std::move(say)) {}
+
+Checkpointer::~Checkpointer() {
+  if (writer_.joinable()) writer_.join();
+}
+
+bool Checkpointer::written() const { return write_done_.load(); }
+
+void Checkpointer::save(int64_t step, bool async) {
+  finish_pending();
+  comm::Communicator& world = *e_.groups.world;
+  const auto t0 = Clock::now();
+  // Collective over DP under ZeRO: every rank takes part, DP replica 0 writes.
+  optim::OptimizerState opt = e_.data_parallel.optimizer().save_state();
+  auto snap = std::make_unique<Snapshot>();
+  snap->step = step;
+  snap->optimizer_step = opt.step;
+  if (e_.groups.coord.dp == 0) {
+    const model::ParameterSet& params = e_.gpt.params();
+    auto add = [&](const std::string& name, const model::Param& p, const float* base) {
+      snap->names.push_back(name);
+      snap->shards.push_back(p.shard);
+      snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
+    };
+    for (const model::Param& p : params.list()) {
+      if (!writes_param(p)) continue;
+      add(p.name, p, params.data());
+      for (size_t k = 0; k < opt.names.size(); ++k) {
+        add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
+      }
+    }
+  }
+  if (world.rank() == 0) tmp_ = checkpoint::begin_checkpoint(dir_, step);
+  world.barrier();  // the temporary directory exists (and leftovers are gone) everywhere
+  tmp_ = checkpoint::tmp_dir_for(dir_, step);
+  pending_step_ = step;
+  snapshot_ = std::move(snap);
+  write_error_ = nullptr;
+  write_done_ = false;
+  if (async) {
+    writer_ = std::thread([this] {
+      try {
+        write_snapshot(*snapshot_);
+      } catch (...) {
+        write_error_ = std::current_exception();
+      }
+      write_done_ = true;
+    });
+    return;
+  }
+  write_snapshot(*snapshot_);
+  write_done_ = true;
+  finish_pending();
+  if (world.rank() == 0) {
+    spdlog::info("checkpoint step {} written in {:.2f} s", step,
+                 std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+}
+
+void Checkpointer::write_snapshot(const Snapshot& s) {
+  std::vector<checkpoint::ShardTensor> tensors;
+  for (size_t i = 0; i < s.names.size(); ++i) {
+    tensors.push_back({s.names[i], s.shards[i], s.values[i].data()});
+  }
+  checkpoint::write_shard(tmp_, e_.groups.rank, tensors);
+}
+
+void Checkpointer::commit_if_written(bool all_written) {
+  if (!pending() || !all_written) return;
+  if (writer_.joinable()) writer_.join();
+  if (write_error_) std::rethrow_exception(write_error_);
+  // Every rank's file is complete: rank 0 alone finishes; the others go on training.
+  if (e_.groups.rank == 0) commit(pending_step_);
+  pending_step_ = -1;
+  snapshot_.reset();
+}
+
+void Checkpointer::finish_pending() {
+  if (!pending()) return;
+  if (writer_.joinable()) writer_.join();
+  if (write_error_) std::rethrow_exception(write_error_);
+  e_.groups.world->barrier();  // every rank's file is complete
+  if (e_.groups.rank == 0) commit(pending_step_);
+  e_.groups.world->barrier();  // nobody starts another save into a directory being renamed
+  pending_step_ = -1;
+  snapshot_.reset();
+}
+
+void Checkpointer::commit(int64_t step) {
+  const config::JobSpec& spec = e_.spec;
+  checkpoint::CheckpointMetadata m;
+  m.step = step;
+  m.layout = {spec.parallel.dp, spec.parallel.tp, spec.parallel.pp, spec.parallel.virtual_stages,
+              spec.parallel.zero};
+  m.model = e_.gpt.config();
+  m.data.next_step = step;
+  m.data.samples_consumed = step * e_.layout.global_batch();
+  m.optimizer_step = snapshot_ ? snapshot_->optimizer_step : 0;
+  // The sampler is a pure function of (seed, step, position): the step is the whole
+  // random state of the data stream; nothing else in training draws random numbers.
+  m.rng = {{"seed", spec.seed}, {"sampler", "counter-based: (seed, step, micro-batch, row)"}};
+  m.extra = {{"job", spec.name}, {"global_batch_size", e_.layout.global_batch()}};
+  m.producer = "trainctl " TRAINCTL_VERSION;
+  m.files = checkpoint::collect_shard_records(tmp_, e_.groups.world->size());
+  checkpoint::write_metadata(tmp_, m);
+  const fs::path final_dir =
+      checkpoint::commit_checkpoint(tmp_, dir_, step, e_.spec.checkpoint.keep_last);
+  uint64_t bytes = 0;
+  for (const auto& f : m.files) bytes += f.bytes;
+  if (say_) {
+    say_("checkpoint: step " + std::to_string(step) + " saved to " + final_dir.string() + " (" +
+         std::to_string(bytes >> 10) + " KiB)");
+  }
+}
+
+fs::path Checkpointer::choose(const std::string& resume, bool* found) {
+  *found = false;
+  std::vector<fs::path> candidates;
+  if (resume == "none") return {};
+  if (resume == "auto") {
+    auto all = checkpoint::list_complete(dir_);
+    if (auto latest = checkpoint::latest_checkpoint(dir_)) candidates.push_back(*latest);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (candidates.empty() || it->path != candidates.front()) candidates.push_back(it->path);
+    }
+  } else {
+    candidates.push_back(checkpoint::resolve_checkpoint(resume));
+  }
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    checkpoint::CheckpointReader reader(candidates[i]);
+    if (!same_model(reader.metadata().model, e_.gpt.config())) {
+      throw InputError("checkpoint " + candidates[i].string() + " holds a different model (" +
+                       describe(reader.metadata().model) + ") than this job (" +
+                       describe(e_.gpt.config()) +
+                       "). Use --resume none to start over, or another run_dir.");
+    }
+    try {
+      reader.verify();
+    } catch (const checkpoint::CheckpointCorrupt& err) {
+      if (resume != "auto" || i + 1 == candidates.size()) throw;
+      if (say_) {
+        say_("warning: checkpoint " + candidates[i].string() + " is damaged (" + err.what() +
+             "); falling back to " + candidates[i + 1].string());
+      }
+      continue;
+    }
+    *found = true;
+    return candidates[i];
+  }
+  return {};
+}
+
+int64_t Checkpointer::restore(const std::string& resume) {
+  comm::Communicator& world = *e_.groups.world;
+  // Rank 0 picks and verifies the checkpoint; every rank then reads its own slices. The
+  // choice travels as a step number (-1: none, -2: rank 0 failed and reports why).
+  fs::path chosen;
+  int step = -1;
+  if (world.rank() == 0) {
+    try {
+      bool found = false;
+      chosen = choose(resume, &found);
+      if (found) step = static_cast<int>(checkpoint::read_metadata(chosen).step);
+    } catch (...) {
+      broadcast_int(world, -2);
+      throw;
+    }
+  }
+  step = broadcast_int(world, step);
+  if (step == -2) {
+    throw std::runtime_error(
+        "rank 0 could not load the checkpoint to resume from (its log says why)");
+  }
+  if (step < 0) return 0;
+  if (world.rank() != 0) {
+    if (resume == "auto") {
+      for (const auto& c : checkpoint::list_complete(dir_)) {
+        if (c.step == step) chosen = c.path;
+      }
+    } else {
+      chosen = checkpoint::resolve_checkpoint(resume);
+    }
+  }
+  checkpoint::CheckpointReader reader(chosen);
+  reader.set_verify_on_read(false);  // rank 0 verified every file
+  model::ParameterSet& params = e_.gpt.params();
+  for (const model::Param& p : params.list()) {
+    reader.read_slice(p.name, p.shard, params.data() + p.offset);
+  }
+  optim::Optimizer& opt = e_.data_parallel.optimizer();
+  optim::OptimizerState state;
+  state.step = reader.metadata().optimizer_step;
+  state.names = opt.state_names();
+  for (const std::string& name : state.names) {
+    std::vector<float> buffer(static_cast<size_t>(params.total()), 0.0f);
+    for (const model::Param& p : params.list()) {
+      const std::string tensor = checkpoint::optimizer_tensor_name(name, p.name);
+      if (!reader.contains(tensor)) {
+        throw InputError("checkpoint " + chosen.string() + " has no optimizer state '" + name +
+                         "' (it was written with another optimizer.type); resume with the "
+                         "optimizer that wrote it, or --resume none");
+      }
+      reader.read_slice(tensor, p.shard, buffer.data() + p.offset);
+    }
+    state.buffers.push_back(std::move(buffer));
+  }
+  opt.load_state(state);
+  if (world.rank() == 0 && say_) {
+    const auto& l = reader.metadata().layout;
+    say_("resumed from " + chosen.string() + ": step " + std::to_string(step) +
+         " (written with dp " + std::to_string(l.dp) + " x tp " + std::to_string(l.tp) + " x pp " +
+         std::to_string(l.pp) + ", zero " + std::to_string(l.zero) + ")");
+  }
+  return step;
+}
+
+}  // namespace trainctl::train

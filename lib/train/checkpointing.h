@@ -1,0 +1,70 @@
+#pragma once
+// Saving and restoring an engine's state through the sharded checkpoint format
+// (lib/checkpoint): every rank holding unique state writes one file with its parameter and
+// optimizer-state shards (DP replicas and TP copies of replicated tensors are written once),
+// world rank 0 writes metadata.json and commits the directory atomically. Restoring reads
+// each rank's slices from whatever layout wrote the checkpoint.
+//
+// Every public call is collective over the world group: all ranks call it at the same
+// step boundary.
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "checkpoint/metadata.h"
+#include "train/engine.h"
+
+namespace trainctl::train {
+
+class Checkpointer {
+ public:
+  // `say` prints a line for the user (rank 0's console); called on rank 0 only.
+  Checkpointer(Engine& engine, const std::filesystem::path& run_dir,
+               std::function<void(const std::string&)> say);
+  // Waits for a background write (without committing it: an unfinished checkpoint is
+  // never made visible).
+  ~Checkpointer();
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Snapshots the state after `step` completed steps. Async: the files are written on a
+  // background thread and committed by a later commit_if_written(); else written and
+  // committed before returning. A pending async save is completed first.
+  void save(int64_t step, bool async);
+  // This rank's background write has finished (true when none is pending).
+  bool written() const;
+  bool pending() const { return pending_step_ >= 0; }
+  // Commits the pending save once every rank's write has finished; `all_written` is the
+  // agreement of all ranks' written() (the caller gathers it with its per-step collective).
+  void commit_if_written(bool all_written);
+  // Blocks until a pending save is written on every rank and committed.
+  void finish_pending();
+
+  // Loads the checkpoint `resume` selects ("auto", "none" or a path; see TrainContext) into
+  // the engine's model and optimizer. Returns the completed steps to continue after (0:
+  // nothing loaded). With "auto", a damaged newest checkpoint is reported and the next
+  // older one used.
+  int64_t restore(const std::string& resume);
+
+ private:
+  struct Snapshot;
+  void write_snapshot(const Snapshot& s);
+  void commit(int64_t step);
+  std::filesystem::path choose(const std::string& resume, bool* found);
+
+  Engine& e_;
+  std::filesystem::path dir_;  // run_dir/checkpoints
+  std::function<void(const std::string&)> say_;
+  std::filesystem::path tmp_;
+  int64_t pending_step_ = -1;
+  std::unique_ptr<Snapshot> snapshot_;
+  std::thread writer_;
+  std::exception_ptr write_error_;
+  std::atomic<bool> write_done_{true};
+};
+
+}  // namespace trainctl::train
