@@ -3,7 +3,7 @@
 # templates without a real cluster (Debian 12: slurm-wlm 22.05 + munge; run as root).
 #
 #   scripts/slurm/local_cluster.sh start    # install if missing, start munged, slurmctld, slurmd
-#   scripts/slurm/local_cluster.sh status   # daemons and the node's state
+#   scripts/slurm/local_cluster.sh status   # daemons and the node's state (exit 0 when all run)
 #   scripts/slurm/local_cluster.sh stop     # cancel its jobs, stop its daemons
 #
 # Everything lives in one state directory (TRAINCTL_SLURM_DIR, default
