@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 
+#include "ckpt_commands.h"
 #include "commands.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -195,6 +196,48 @@ int run(int argc, char** argv) {
       "micro-batch), updated.safetensors (after clipping and one optimizer step) and\n"
       "step.json (loss, gradient norm, model and optimizer settings).");
 
+  CLI::App* ckpt = app.add_subcommand("ckpt", "Show, verify or export a checkpoint");
+  ckpt->require_subcommand(1);
+  std::string ckpt_path, ckpt_out;
+  bool ckpt_tensors = false, ckpt_json = false;
+  auto add_ckpt = [&](CLI::App* cmd) {
+    cmd->add_option("checkpoint", ckpt_path,
+                    "A step directory (run_dir/checkpoints/step_NNNNNNNN), a checkpoints/ "
+                    "directory or a run directory (then its latest complete checkpoint)")
+        ->required();
+  };
+  CLI::App* ckpt_info = ckpt->add_subcommand(
+      "info", "What a checkpoint holds: step, data position, layout, model, files");
+  add_ckpt(ckpt_info);
+  ckpt_info->add_flag("--tensors", ckpt_tensors,
+                      "List every tensor: global shape, how it is split, number of shards");
+  ckpt_info->add_flag("--json", ckpt_json, "Print metadata.json instead");
+  ckpt_info->footer("Example:\n  trainctl ckpt info runs/gpt-tiny-3d --tensors");
+  CLI::App* ckpt_verify = ckpt->add_subcommand(
+      "verify", "Recompute every file's checksum and check that every tensor is complete");
+  add_ckpt(ckpt_verify);
+  ckpt_verify->footer(
+      "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d/checkpoints/step_00000100\n\n"
+      "Exit code 0 when intact; 1 when a file is truncated, altered or missing (each problem\n"
+      "is named on stderr: resume from an older checkpoint with --resume PATH); 2 when the\n"
+      "path holds no checkpoint.");
+  CLI::App* ckpt_export = ckpt->add_subcommand(
+      "export", "Write the model as one safetensors file with nanoGPT names (loads in PyTorch)");
+  add_ckpt(ckpt_export);
+  ckpt_export->add_option("--out", ckpt_out, "The safetensors file to write")->required();
+  ckpt_export->footer(
+      "Example:\n  trainctl ckpt export runs/gpt-tiny-3d --out model.safetensors\n\n"
+      "Reassembles every parameter from the shards of whatever dp/tp/pp layout wrote the\n"
+      "checkpoint, with its global shape (nn.Linear's [out, in]) and nanoGPT's name\n"
+      "(transformer.h.0.attn.c_attn.weight, ...); lm_head.weight is tied to\n"
+      "transformer.wte.weight and not stored. Optimizer state is left out.");
+  ckpt->footer(
+      "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
+      "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"
+      "the newest complete one.\n"
+      "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
+      "--out model.safetensors");
+
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
 
@@ -225,6 +268,9 @@ int run(int argc, char** argv) {
   if (inspect_step->parsed()) {
     return trainctl::app::cmd_inspect_step(launch_args.job, overrides, inspect_out);
   }
+  if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
+  if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
+  if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     return trainctl::app::cmd_bench_comm(bench_args);
