@@ -1,0 +1,117 @@
+#pragma once
+// The CUDA implementation of the op set (ops/backend.h), inside libtrainctl_cuda.so.
+//
+// Ordering: every op is enqueued on the device's legacy default stream, so ops run in
+// call order and the NCCL communicator (comm/nccl) can order itself after them with an
+// event. By default every op returns only once its results are final: the engine reads
+// and writes some backend buffers on the host between ops (losses, the tied-embedding
+// gradient exchange, bf16 gradient packing, checkpoints), which is only safe when no
+// kernel is still writing them. The cost is one host-device round trip per op (~10 us),
+// small against GPT-2-sized ops. TRAINCTL_CUDA_ASYNC=1 lets ops run ahead of the host;
+// then only the ops whose results the host reads right away wait: alloc (zero-filled),
+// sum_squares (returns a value), lm_head_cross_entropy and xent_finish (losses), adamw
+// (end of a step). Copies into pageable host memory always complete before returning.
+//
+// Memory comes from a caching allocator of managed memory (caching_allocator.h), so host
+// code may touch backend buffers. Token and target arrays may be host or device memory:
+// they are copied to device staging buffers first.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "ops/backend.h"
+#include "ops/cuda/caching_allocator.h"
+#include "ops/cuda/lt_gemm.h"
+
+namespace trainctl::ops::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Binds to `device` (index among visible GPUs). TF32 matrix products when the
+  // environment sets TRAINCTL_CUDA_TF32=1 (off by default: results compare with the CPU).
+  CudaBackend(int device, const BackendOptions& options);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::cuda; }
+  int threads() const override { return threads_; }
+  int device_index() const { return device_; }
+  size_t peak_allocated_bytes() const { return allocator_.peak_bytes(); }
+
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  void zero(float* p, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+
+  void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+            const float* B, int ldb, float beta, float* C, int ldc) override;
+  void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override;
+  void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int IC, int OC) override;
+
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override;
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override;
+
+  void gelu_forward(float* out, const float* inp, size_t n) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override;
+  void add(float* out, const float* a, const float* b, size_t n) override;
+  void add_inplace(float* acc, const float* x, size_t n) override;
+
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
+                         int NH) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) override;
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, VocabRange vocab,
+                         const float* wpe, int B, int T, int C) override;
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          VocabRange vocab, int B, int T, int C) override;
+
+  void lm_head_cross_entropy(float* losses, float* dx, float* dwte, const float* x,
+                             const float* wte, const int32_t* targets, int N, int C, int V,
+                             float dloss) override;
+
+  void xent_row_max(float* row_max, const float* logits, int N, int V) override;
+  void xent_partial_sums(float* stats, const float* logits, const float* row_max,
+                         const int32_t* targets, VocabRange vocab, int N) override;
+  void xent_finish(float* losses, float* dlogits, const float* logits, const float* row_max,
+                   const float* stats, const int32_t* targets, VocabRange vocab, int N,
+                   float dloss) override;
+
+  double sum_squares(const float* x, size_t n) override;
+  void scale(float* x, float s, size_t n) override;
+  void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
+             float beta2, float eps, float weight_decay, int step) override;
+  void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+
+ private:
+  // Makes this backend's GPU current for the calling thread (ops may come from any thread).
+  void bind() const;
+  void synchronize() const;
+  // End of an op: waits for it unless TRAINCTL_CUDA_ASYNC=1 (see the class comment).
+  void op_done() const;
+  // Device scratch of at least n floats (grows; contents undefined).
+  float* scratch(size_t n);
+  // `n` tokens (host or device memory) copied into a device staging buffer.
+  const int32_t* stage_tokens(const int32_t* tokens, size_t n);
+
+  int device_;
+  int threads_;
+  bool async_;
+  cudaStream_t stream_ = cudaStreamLegacy;
+  CachingAllocator allocator_;
+  std::unique_ptr<LtGemm> gemm_;
+  float* scratch_ = nullptr;
+  size_t scratch_floats_ = 0;
+  int32_t* tokens_ = nullptr;
+  size_t tokens_capacity_ = 0;
+  double* reduce_ = nullptr;  // kSumSqBlocks partials + 1 result
+  int* bad_row_ = nullptr;    // lm_head target check
+};
+
+}  // namespace trainctl::ops::cuda

@@ -1,0 +1,77 @@
+#pragma once
+// Host-side launchers of the CUDA backend's kernels (defined in the *.cu files of this
+// folder). Pointers are device (or managed) memory; every launcher enqueues on `stream`
+// and checks the launch. Semantics are those of the Backend op of the same name
+// (ops/backend.h); scratch buffers are the caller's, sized as each comment says.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/backend.h"
+
+namespace trainctl::ops::cuda {
+
+// --- elementwise (kernels_elementwise.cu) ---------------------------------------------------
+void launch_add(cudaStream_t s, float* out, const float* a, const float* b, size_t n);
+void launch_scale(cudaStream_t s, float* x, float f, size_t n);
+void launch_gelu_forward(cudaStream_t s, float* out, const float* inp, size_t n);
+void launch_gelu_backward(cudaStream_t s, float* dinp, const float* inp, const float* dout,
+                          size_t n);
+void launch_adamw(cudaStream_t s, float* param, const float* grad, float* m, float* v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, int step);
+void launch_cast(cudaStream_t s, void* dst, DType dst_type, const void* src, DType src_type,
+                 size_t n);
+// out[r, :] = bias for r < rows (row-major, width cols).
+void launch_fill_rows(cudaStream_t s, float* out, const float* bias, int rows, int cols);
+// C[r, c] *= beta for an M x N block with leading dimension ldc (beta 0 writes zeros).
+void launch_scale_matrix(cudaStream_t s, float* C, int M, int N, int ldc, float beta);
+// dst[c] += sum over rows r of x[r * cols + c], in a fixed order (deterministic).
+// partials: at least column_sum_partials(rows, cols) floats.
+size_t column_sum_partials(int rows, int cols);
+void launch_column_sum_add(cudaStream_t s, float* dst, const float* x, int rows, int cols,
+                           float* partials);
+// *result = sum of x[i]^2 in double, deterministic for a given n. partials: kSumSqBlocks.
+inline constexpr int kSumSqBlocks = 1024;
+void launch_sum_squares(cudaStream_t s, double* result, const float* x, size_t n, double* partials);
+
+// --- layernorm (kernels_layernorm.cu) ---------------------------------------------------------
+void launch_layernorm_forward(cudaStream_t s, float* out, float* mean, float* rstd,
+                              const float* inp, const float* weight, const float* bias, int N,
+                              int C);
+// partials: at least layernorm_backward_partials(N, C) floats.
+size_t layernorm_backward_partials(int N, int C);
+void launch_layernorm_backward(cudaStream_t s, float* dinp, float* dweight, float* dbias,
+                               const float* dout, const float* inp, const float* weight,
+                               const float* mean, const float* rstd, int N, int C, float* partials);
+
+// --- attention (kernels_attention.cu) ---------------------------------------------------------
+inline constexpr int kMaxHeadDim = 256;
+void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int B,
+                              int T, int C, int NH);
+// scratch: B * NH * T floats.
+void launch_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* qkv,
+                               const float* out, const float* lse, int B, int T, int C, int NH,
+                               float* scratch);
+
+// --- embedding (kernels_embedding.cu); tokens are device memory -------------------------------
+void launch_embedding_forward(cudaStream_t s, float* out, const int32_t* tokens, const float* wte,
+                              VocabRange vocab, const float* wpe, int B, int T, int C);
+void launch_embedding_backward(cudaStream_t s, float* dwte, float* dwpe, const float* dout,
+                               const int32_t* tokens, VocabRange vocab, int B, int T, int C);
+
+// --- cross-entropy (kernels_xent.cu); targets are device memory -------------------------------
+// In place over logits [n, V] (row-major): losses[i]; with backward, logits become
+// dloss * (softmax - onehot) (zeros for ignored rows). A target >= V stores its row in
+// *bad_row (which the caller initialises to -1).
+void launch_softmax_xent_rows(cudaStream_t s, float* losses, float* logits, const int32_t* targets,
+                              int n, int V, bool backward, float dloss, int* bad_row);
+void launch_xent_row_max(cudaStream_t s, float* row_max, const float* logits, int N, int V);
+void launch_xent_partial_sums(cudaStream_t s, float* stats, const float* logits,
+                              const float* row_max, const int32_t* targets, VocabRange vocab,
+                              int N);
+void launch_xent_finish(cudaStream_t s, float* losses, float* dlogits, const float* logits,
+                        const float* row_max, const float* stats, const int32_t* targets,
+                        VocabRange vocab, int N, float dloss);
+
+}  // namespace trainctl::ops::cuda
