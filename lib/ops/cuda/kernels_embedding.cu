@@ -30,8 +30,11 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   }
 }
 
-__global__ void embedding_dwte_kernel(float* dwte, const float* dout, const int32_t* tokens,
-                                      VocabRange vocab, int64_t rows, int C) {
+// __restrict__: the loads of the next rows' token and gradient need not wait for this
+// row's store (the walk is latency-bound: one thread per column).
+__global__ void embedding_dwte_kernel(float* __restrict__ dwte, const float* __restrict__ dout,
+                                      const int32_t* __restrict__ tokens, VocabRange vocab,
+                                      int64_t rows, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   for (int64_t r = 0; r < rows; ++r) {

@@ -92,19 +92,26 @@ void LtGemm::run(cudaStream_t stream, bool trans_a, bool trans_b, int M, int N, 
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  TRAINCTL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
-                                                       &result, &found));
-  if (found == 0) {
-    throw std::runtime_error("cuBLASLt has no fp32 algorithm for gemm M=" + std::to_string(M) +
-                             " N=" + std::to_string(N) + " K=" + std::to_string(K) + " (trans_a=" +
-                             std::to_string(trans_a) + ", trans_b=" + std::to_string(trans_b) +
-                             ", lda=" + std::to_string(lda) + ", ldb=" + std::to_string(ldb) +
-                             ", ldc=" + std::to_string(ldc) + ")");
+  const ProblemKey key = {trans_a,     trans_b,      M,      N, K, lda, ldb, ldc,
+                          align_first, align_second, align_c};
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    TRAINCTL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
+                                                         1, &result, &found));
+    if (found == 0) {
+      throw std::runtime_error("cuBLASLt has no fp32 algorithm for gemm M=" + std::to_string(M) +
+                               " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                               " (trans_a=" + std::to_string(trans_a) +
+                               ", trans_b=" + std::to_string(trans_b) +
+                               ", lda=" + std::to_string(lda) + ", ldb=" + std::to_string(ldb) +
+                               ", ldc=" + std::to_string(ldc) + ")");
+    }
+    it = algos_.emplace(key, result.algo).first;
   }
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmul(handle_, d.op, &alpha, B, d.a, A, d.b, &beta, C, d.c, C, d.c,
-                                       &result.algo, workspace_, workspace_bytes_, stream));
+                                       &it->second, workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace trainctl::ops::cuda

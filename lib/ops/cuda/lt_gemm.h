@@ -8,7 +8,10 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 
 namespace trainctl::ops::cuda {
 
@@ -27,6 +30,12 @@ class LtGemm {
   bool tf32() const { return allow_tf32_; }
 
  private:
+  // The heuristic's choice per problem (shape, transposes, leading dimensions, pointer
+  // alignments): asking cuBLASLt costs tens of microseconds, a training step repeats the
+  // same few dozen problems.
+  using ProblemKey = std::array<int64_t, 11>;
+  std::map<ProblemKey, cublasLtMatmulAlgo_t> algos_;
+
   bool allow_tf32_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
