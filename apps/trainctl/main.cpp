@@ -98,9 +98,16 @@ int run(int argc, char** argv) {
   CLI::App* train =
       app.add_subcommand("train", "Train a model: launch the job's workers on this node");
   add_job(train);
+  train
+      ->add_option("--resume", launch_args.resume,
+                   "Where training starts: auto (the newest complete checkpoint in "
+                   "run_dir/checkpoints, else from scratch), none (from scratch), or a "
+                   "checkpoint directory (any dp/tp/pp layout)")
+      ->default_val("auto");
   train_cluster.add_to(train, true);
   train->footer(
       std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
+                  "  trainctl train job.yaml --resume runs/job/checkpoints/step_00000100\n"
                   "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
       kClusterHelp + "\n\n" + kExitCodes);
 

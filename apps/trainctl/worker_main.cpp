@@ -231,6 +231,11 @@ int run_worker() {
   } catch (const RendezvousError& e) {
     spdlog::error("worker failed to connect: {}", e.what());
     return kExitRendezvous;
+  } catch (const InputError& e) {
+    // Bad input found only in the worker (e.g. --resume names a damaged checkpoint): the
+    // launcher must not restart into the same error.
+    spdlog::error("worker failed: {}", e.what());
+    return kExitBadInput;
   } catch (const std::exception& e) {
     if (launch::stop_requested()) {
       // Peers that were stopped first make our collectives fail: a consequence of the

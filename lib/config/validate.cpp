@@ -88,7 +88,12 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                               std::to_string(p.pp) + ".");
   }
   if (p.schedule == "interleaved") {
-    if (p.virtual_stages < 2) {
+    if (p.pp < 2) {
+      c.fail("parallel.schedule",
+             "the interleaved schedule passes model chunks between pipeline ranks: it needs "
+             "pp >= 2; got pp " +
+                 std::to_string(p.pp) + ". Use schedule: 1f1b, or pp >= 2.");
+    } else if (p.virtual_stages < 2) {
       c.fail("parallel.virtual_stages",
              "the interleaved schedule runs several model chunks per pipeline rank: set "
              "virtual_stages >= 2, or use schedule: 1f1b.");

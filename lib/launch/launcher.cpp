@@ -496,7 +496,8 @@ int Launcher::run() {
         return kExitWorkerFailed;
       case Ending::failed:
       case Ending::aborted_elsewhere:
-        if (attempt < max_restarts) {
+        // A worker that found bad input (exit 2) would find it again after a restart.
+        if (attempt < max_restarts && r.culprit_exit_code != kExitBadInput) {
           spdlog::warn("restarting all workers (restart {} of {})", attempt + 1, max_restarts);
           continue;
         }
@@ -506,6 +507,7 @@ int Launcher::run() {
           std::this_thread::sleep_for(kAbortPoll * 2);
         }
         if (r.culprit_exit_code == kExitRendezvous) return kExitRendezvous;
+        if (r.culprit_exit_code == kExitBadInput) return kExitBadInput;
         return kExitWorkerFailed;
     }
   }

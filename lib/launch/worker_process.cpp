@@ -39,8 +39,11 @@ WorkerProcess::WorkerProcess(int rank, const WorkerCommand& command, const sigse
   // Everything the child needs is built before fork: after fork in a multi-threaded
   // process only async-signal-safe calls are allowed.
   std::vector<std::string> env_strings;
+  // The launcher sets the worker contract itself; only test hooks (TRAINCTL_TEST_*) pass.
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "TRAINCTL_", 9) != 0) env_strings.emplace_back(*e);
+    if (std::strncmp(*e, "TRAINCTL_", 9) != 0 || std::strncmp(*e, "TRAINCTL_TEST_", 14) == 0) {
+      env_strings.emplace_back(*e);
+    }
   }
   for (const auto& [name, value] : command.env) env_strings.push_back(name + "=" + value);
   std::vector<char*> envp;

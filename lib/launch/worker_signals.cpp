@@ -18,7 +18,10 @@ void install_worker_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND | SA_RESTART;  // once: the next one is fatal
+  // Repeated stop signals are one request: under Slurm both srun and our launcher
+  // deliver SIGTERM, and a worker killed by the second would lose its stop checkpoint.
+  // The launcher escalates to SIGKILL itself when its grace period ends.
+  sa.sa_flags = SA_RESTART;
   for (int s : {SIGTERM, SIGINT, SIGUSR1}) sigaction(s, &sa, nullptr);
 }
 

@@ -2,8 +2,9 @@
 // How a worker learns that the job is being stopped (preemption, Ctrl-C, a failure on
 // another rank): the launcher sends SIGTERM, and a worker that installed these handlers
 // sees stop_requested() turn true so it can finish cleanly (checkpoint, exit
-// kExitPreempted) at the next safe point. A second signal of the same kind takes its
-// default action (the process dies), so a stuck worker still goes away.
+// kExitPreempted) at the next safe point. Repeated signals are the same request (Slurm
+// and the launcher may both send one); a stuck worker goes away when the launcher's grace
+// period ends with SIGKILL.
 namespace trainctl::launch {
 
 // Handles SIGTERM, SIGINT and SIGUSR1. Install it only in code that polls stop_requested()

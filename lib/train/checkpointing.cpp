@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -58,7 +59,11 @@ int broadcast_int(comm::Communicator& world, int value) {
 
 Checkpointer::Checkpointer(Engine& engine, const fs::path& run_dir,
                            std::function<void(const std::string&)> say)
-    : e_(engine), dir_(run_dir / "checkpoints"), say_(std::move(say)) {}
+    : e_(engine), dir_(run_dir / "checkpoints"), say_(std::move(say)) {
+  if (const char* hook = std::getenv("TRAINCTL_TEST_CRASH_IN_CHECKPOINT")) {
+    crash_at_step_ = std::atoll(hook);
+  }
+}
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
@@ -123,6 +128,11 @@ void Checkpointer::write_snapshot(const Snapshot& s) {
     tensors.push_back({s.names[i], s.shards[i], s.values[i].data()});
   }
   checkpoint::write_shard(tmp_, e_.groups.rank, tensors);
+  if (s.step == crash_at_step_ && e_.groups.rank + 1 == e_.groups.world->size()) {
+    spdlog::error("test hook: dying in the middle of checkpoint step {}", s.step);
+    spdlog::default_logger()->flush();
+    std::_Exit(9);
+  }
 }
 
 void Checkpointer::commit_if_written(bool all_written) {
@@ -197,7 +207,10 @@ fs::path Checkpointer::choose(const std::string& resume, bool* found) {
     try {
       reader.verify();
     } catch (const checkpoint::CheckpointCorrupt& err) {
-      if (resume != "auto" || i + 1 == candidates.size()) throw;
+      if (resume != "auto") {
+        throw InputError(std::string(err.what()) + " (--resume " + resume + ")");
+      }
+      if (i + 1 == candidates.size()) throw;
       if (say_) {
         say_("warning: checkpoint " + candidates[i].string() + " is damaged (" + err.what() +
              "); falling back to " + candidates[i + 1].string());

@@ -7,6 +7,10 @@
 //
 // Every public call is collective over the world group: all ranks call it at the same
 // step boundary.
+//
+// Test hook: TRAINCTL_TEST_CRASH_IN_CHECKPOINT=<step> makes the last world rank die
+// (_exit 9) right after writing its file of that step's checkpoint, before the checkpoint
+// is complete, to prove a crash mid-save leaves the previous checkpoint intact.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -65,6 +69,7 @@ class Checkpointer {
   std::thread writer_;
   std::exception_ptr write_error_;
   std::atomic<bool> write_done_{true};
+  int64_t crash_at_step_ = -1;  // the test hook above
 };
 
 }  // namespace trainctl::train

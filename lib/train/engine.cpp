@@ -15,7 +15,7 @@ std::vector<parallel::Instruction> stage_program(const config::JobSpec& s,
                                                  const comm::ProcessGroups& g) {
   if (s.parallel.pp == 1) return {};
   return parallel::make_schedule(parallel::parse_schedule_kind(s.parallel.schedule), g.coord.pp,
-                                 s.parallel.pp, s.grad_accum());
+                                 s.parallel.pp, s.grad_accum(), s.parallel.virtual_stages);
 }
 
 model::GptOptions model_options(const config::JobSpec& s, comm::ProcessGroups& g,

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "comm/progress.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
 #include "model/gpt.h"
@@ -105,6 +106,8 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   int64_t window_steps = 0;
   for (int64_t step = start; step < steps && !result.stopped; ++step) {
     const auto t_step = Clock::now();
+    // The hang watchdog names the step a stuck collective belongs to (1-based, as logged).
+    if (groups.progress) groups.progress->set_step(step + 1);
     StepRequests asked;
     asked.stop = ctx.should_stop && ctx.should_stop();
     // Rank 0's clock alone decides time-based checkpoints (the step's collective spreads

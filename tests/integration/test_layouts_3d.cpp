@@ -74,6 +74,13 @@ TEST_CASE("every dp x tp x pp layout reproduces the single-worker run", "[train]
     cases.push_back({"d1t2p2-" + schedule, "{dp: 1, tp: 2, pp: 2, schedule: " + schedule + "}"});
     cases.push_back({"d2t2p2-" + schedule, "{dp: 2, tp: 2, pp: 2, schedule: " + schedule + "}"});
   }
+  // Interleaved 1F1B: 2 chunks of one block per stage (4 micro-batches per DP rank at dp 1).
+  cases.push_back({"d1t1p2-interleaved",
+                   "{dp: 1, tp: 1, pp: 2, schedule: interleaved, "
+                   "virtual_stages: 2}"});
+  cases.push_back({"d1t2p2-interleaved",
+                   "{dp: 1, tp: 2, pp: 2, schedule: interleaved, "
+                   "virtual_stages: 2}"});
   cases.push_back({"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, zero: 1}"});
   cases.push_back({"d2t2p2-1f1b-zero2", "{dp: 2, tp: 2, pp: 2, zero: 2}"});
 
