@@ -5,4 +5,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
 "$root/scripts/build.sh" "$root/build"
-exec "$root/build/trainctl" train "$root/configs/quickstart.yaml" "$@"
+# --resume none: every run of the quickstart trains from scratch (a plain `trainctl train`
+# would continue from the previous run's final checkpoint and find nothing left to do).
+exec "$root/build/trainctl" train "$root/configs/quickstart.yaml" --resume none "$@"

@@ -89,7 +89,7 @@ void check_parallel(const JobSpec& s, const Checker& c) {
   }
   if (p.schedule == "interleaved") {
     if (p.pp < 2) {
-      c.fail("parallel.schedule",
+      c.fail("parallel.pp",
              "the interleaved schedule passes model chunks between pipeline ranks: it needs "
              "pp >= 2; got pp " +
                  std::to_string(p.pp) + ". Use schedule: 1f1b, or pp >= 2.");

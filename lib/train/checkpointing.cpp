@@ -226,7 +226,9 @@ fs::path Checkpointer::choose(const std::string& resume, bool* found) {
 int64_t Checkpointer::restore(const std::string& resume) {
   comm::Communicator& world = *e_.groups.world;
   // Rank 0 picks and verifies the checkpoint; every rank then reads its own slices. The
-  // choice travels as a step number (-1: none, -2: rank 0 failed and reports why).
+  // choice travels as a step number (-1: none; -2 / -3: rank 0 found bad input / failed
+  // otherwise and reports why; the others fail the same way, so the launcher sees one
+  // kind of failure whichever rank it hears from first).
   fs::path chosen;
   int step = -1;
   if (world.rank() == 0) {
@@ -234,16 +236,18 @@ int64_t Checkpointer::restore(const std::string& resume) {
       bool found = false;
       chosen = choose(resume, &found);
       if (found) step = static_cast<int>(checkpoint::read_metadata(chosen).step);
-    } catch (...) {
+    } catch (const InputError&) {
       broadcast_int(world, -2);
+      throw;
+    } catch (...) {
+      broadcast_int(world, -3);
       throw;
     }
   }
   step = broadcast_int(world, step);
-  if (step == -2) {
-    throw std::runtime_error(
-        "rank 0 could not load the checkpoint to resume from (its log says why)");
-  }
+  const std::string why = "rank 0 could not load the checkpoint to resume from (its log says why)";
+  if (step == -2) throw InputError(why);
+  if (step == -3) throw std::runtime_error(why);
   if (step < 0) return 0;
   if (world.rank() != 0) {
     if (resume == "auto") {

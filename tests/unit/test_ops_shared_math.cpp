@@ -69,7 +69,10 @@ TEST_CASE("shared AdamW update matches the CPU backend step for step", "[ops][sh
   }
   for (size_t i = 0; i < n; ++i) {
     CHECK(p2[i] == Approx(p[i]).epsilon(1e-6).margin(1e-7));
-    CHECK(m2[i] == Approx(m[i]).epsilon(1e-6).margin(1e-9));
+    // m sums gradients of both signs (|g| <= 0.5): where it nearly cancels, one rounding
+    // difference (e.g. the compiler fusing a multiply-add in one version and not the other
+    // under -march=native) is large relative to m, so the margin scales with |g|, not |m|.
+    CHECK(m2[i] == Approx(m[i]).epsilon(1e-6).margin(1e-7));
     CHECK(v2[i] == Approx(v[i]).epsilon(1e-6).margin(1e-12));
   }
 }
