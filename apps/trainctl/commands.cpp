@@ -9,6 +9,7 @@
 
 #include "comm/layout.h"
 #include "config/load.h"
+#include "device/cuda_plugin.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
 #include "model/shard.h"
@@ -116,12 +117,31 @@ std::string plan_layers(const config::JobSpec& spec) {
   return out + ")\n";
 }
 
+// device: cuda runs one worker per visible GPU on each node (worker i on visible GPU i):
+// refuses (exit 2) when the plugin, the CUDA libraries or enough GPUs are missing, and
+// returns the GPUs' descriptions for the rank map. Empty for device: cpu.
+std::vector<std::string> check_gpus(const config::JobSpec& spec, int nnodes) {
+  if (spec.device != config::Device::cuda) return {};
+  const device::CudaAvailability gpu = device::cuda_availability();
+  if (!gpu.available) throw InputError(gpu.reason + "; or use device: cpu");
+  const int per_node = launch::workers_per_node(spec.world_size(), nnodes);
+  if (per_node > static_cast<int>(gpu.devices.size())) {
+    throw InputError("device: cuda runs one worker per GPU: dp x tp x pp = " +
+                     std::to_string(spec.world_size()) + " over " + std::to_string(nnodes) +
+                     " node(s) needs " + std::to_string(per_node) + " GPUs per node, but " +
+                     std::to_string(gpu.devices.size()) +
+                     " are visible (CUDA_VISIBLE_DEVICES); use more nodes or a smaller layout");
+  }
+  return gpu.devices;
+}
+
 }  // namespace
 
 int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   train::check_trainable(spec);  // refuse what this build cannot train before spawning
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
+  check_gpus(spec, opt.cluster.nnodes);
   std::string resume = args.resume;
   if (resume != "auto" && resume != "none") {
     std::error_code ec;
@@ -159,6 +179,13 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
          std::to_string(launch::workers_per_node(layout.world_size(), cluster.nnodes)) +
          " worker(s) per node):\n";
   out += launch::format_rank_map(map);
+  const std::vector<std::string> gpus = check_gpus(spec, cluster.nnodes);
+  for (int local = 0; local < launch::workers_per_node(layout.world_size(), cluster.nnodes) &&
+                      local < static_cast<int>(gpus.size());
+       ++local) {
+    out += "local rank " + std::to_string(local) + " -> GPU " + gpus[static_cast<size_t>(local)] +
+           "\n";
+  }
   out += "\nok: " + job.string() + " is valid\n";
   try {
     train::check_trainable(spec);

@@ -15,6 +15,7 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   train::TrainContext ctx;
   ctx.run_dir = env.run_dir;
   ctx.console_fd = env.console_fd;
+  ctx.local_rank = env.local_rank;
   ctx.should_stop = [] { return launch::stop_requested(); };
   // A restart after a failure always continues from the newest checkpoint of the run.
   const char* resume = std::getenv("TRAINCTL_RESUME");

@@ -14,6 +14,7 @@
 #include "comm/self_test.h"
 #include "comm/watched_communicator.h"
 #include "config/load.h"
+#include "device/nccl_groups.h"
 #include "launch/console.h"
 #include "launch/prefixed_store.h"
 #include "launch/tcp_store_client.h"
@@ -172,8 +173,12 @@ int run_mode(const launch::WorkerEnv& env) {
   gloo_options.timeout = timeout + kGlooTimeoutMargin;
   gloo_options.allreduce_algo = comm::parse_allreduce_algo(spec.runtime.allreduce_algo);
   comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  // GPUs: NCCL groups, one GPU per worker (its local rank among the visible devices).
   comm::ProcessGroups groups =
-      comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);
+      spec.device == config::Device::cuda
+          ? device::make_nccl_groups(store, layout, env.rank, env.local_rank,
+                                     timeout + kGlooTimeoutMargin)
+          : comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);
   spdlog::info("connected: {}", describe_groups(groups));
   comm::watch_process_groups(groups, stall_hook_from_env(env.rank));
 

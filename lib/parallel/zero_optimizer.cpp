@@ -29,7 +29,8 @@ ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::B
   const auto shard = static_cast<size_t>(layout_.shard_size);
   m_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
   v_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
-  if (stage_ == 2) grad_shard_.resize(shard);
+  // Backend memory: the optimizer's kernels read it (device memory on GPUs).
+  if (stage_ == 2) grad_shard_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
   send_shard_.resize(shard);
   if (layout_.padded()) padded_.resize(static_cast<size_t>(layout_.padded_total()));
 }
@@ -37,6 +38,7 @@ ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::B
 ZeroAdamW::~ZeroAdamW() {
   backend_.free(m_);
   backend_.free(v_);
+  if (grad_shard_ != nullptr) backend_.free(grad_shard_);
 }
 
 template <class Fn>
@@ -51,7 +53,7 @@ void ZeroAdamW::timed(size_t wire_bytes, Fn&& fn) {
 }
 
 float* ZeroAdamW::shard_grads() {
-  return stage_ == 2 ? grad_shard_.data() : params_.grads() + shard_begin();
+  return stage_ == 2 ? grad_shard_ : params_.grads() + shard_begin();
 }
 
 void ZeroAdamW::reduce_gradients() {
@@ -59,8 +61,7 @@ void ZeroAdamW::reduce_gradients() {
   if (stage_ != 2) return;
   const auto shard = static_cast<size_t>(layout_.shard_size);
   if (dp_.size() == 1) {
-    std::memcpy(grad_shard_.data(), params_.grads(),
-                static_cast<size_t>(params_.total()) * sizeof(float));
+    std::memcpy(grad_shard_, params_.grads(), static_cast<size_t>(params_.total()) * sizeof(float));
     return;
   }
   const float* in = params_.grads();
@@ -72,7 +73,7 @@ void ZeroAdamW::reduce_gradients() {
     in = padded_.data();
   }
   timed(static_cast<size_t>(layout_.padded_total()) * sizeof(float),
-        [&] { dp_.reduce_scatter(in, grad_shard_.data(), shard); });
+        [&] { dp_.reduce_scatter(in, grad_shard_, shard); });
 }
 
 double ZeroAdamW::grad_norm() {

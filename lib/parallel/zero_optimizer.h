@@ -78,7 +78,7 @@ class ZeroAdamW final : public optim::Optimizer {
   ShardLayout layout_;
   float* m_ = nullptr;  // moments of the owned shard
   float* v_ = nullptr;
-  std::vector<float> grad_shard_;  // stage 2: reduce-scatter output
+  float* grad_shard_ = nullptr;    // stage 2: reduce-scatter output (backend memory)
   std::vector<float> send_shard_;  // allgather input (the updated owned shard, padded)
   std::vector<float> padded_;      // padded copy of the whole buffer when total % dp != 0
   int t_ = 0;

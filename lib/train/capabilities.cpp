@@ -1,3 +1,4 @@
+#include "device/cuda_plugin.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -12,8 +13,9 @@ void refuse(const config::JobSpec& spec, const std::string& key, const std::stri
 }  // namespace
 
 void check_trainable(const config::JobSpec& spec) {
-  if (spec.device != config::Device::cpu) {
-    refuse(spec, "device", "the CUDA backend is not part of this build yet; use device: cpu");
+  if (spec.device == config::Device::cuda) {
+    const device::CudaAvailability gpu = device::cuda_availability();
+    if (!gpu.available) refuse(spec, "device", gpu.reason + "; or use device: cpu");
   }
   if (spec.parallel.zero != 0 && spec.optimizer.type != "adamw") {
     refuse(
@@ -27,7 +29,8 @@ void check_trainable(const config::JobSpec& spec) {
   }
   if (spec.precision.compute != config::DType::fp32) {
     refuse(spec, "precision.compute",
-           "the CPU backend computes in fp32 (this CPU has no bf16/fp16 arithmetic); use fp32");
+           "the backends' op set computes in fp32 (bf16/fp16 matrix products are not wired "
+           "into the engine yet); use fp32");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "comm/progress.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
+#include "device/make_backend.h"
 #include "model/gpt.h"
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
@@ -80,7 +81,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
                          const TrainContext& ctx) {
   check_trainable(spec);
   const bool reporting = groups.rank == 0;
-  Engine e(spec, groups, ops::make_cpu_backend({.threads = spec.training.threads}));
+  const Device device = spec.device == config::Device::cuda ? Device::cuda : Device::cpu;
+  Engine e(spec, groups,
+           device::make_backend(device, {.threads = spec.training.threads}, ctx.local_rank));
   MetricsReporter reporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
                            reporting ? ctx.console_fd : -1);
   announce(e, reporter);

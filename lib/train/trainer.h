@@ -12,6 +12,7 @@ namespace trainctl::train {
 struct TrainContext {
   std::filesystem::path run_dir;
   int console_fd = -1;  // the launcher's stdout (global rank 0 only), else -1
+  int local_rank = 0;   // this worker's index on its node: its GPU with device: cuda
   // Polled once per step: true asks the run to stop cleanly after that step (the model is
   // still exported). Unset: never.
   std::function<bool()> should_stop;
