@@ -74,13 +74,14 @@ TEST_CASE("every dp x tp x pp layout reproduces the single-worker run", "[train]
     cases.push_back({"d1t2p2-" + schedule, "{dp: 1, tp: 2, pp: 2, schedule: " + schedule + "}"});
     cases.push_back({"d2t2p2-" + schedule, "{dp: 2, tp: 2, pp: 2, schedule: " + schedule + "}"});
   }
-  // Interleaved 1F1B: 2 chunks of one block per stage (4 micro-batches per DP rank at dp 1).
-  cases.push_back({"d1t1p2-interleaved",
-                   "{dp: 1, tp: 1, pp: 2, schedule: interleaved, "
-                   "virtual_stages: 2}"});
-  cases.push_back({"d1t2p2-interleaved",
-                   "{dp: 1, tp: 2, pp: 2, schedule: interleaved, "
-                   "virtual_stages: 2}"});
+  // Interleaved 1F1B: 2 chunks of one block per stage (micro-batches per DP rank: 4 at
+  // dp 1, 2 at dp 2; both multiples of pp as the schedule needs).
+  for (const std::string layout : {"d1t1p2", "d2t1p2", "d1t2p2", "d2t2p2"}) {
+    const std::string dp(1, layout[1]), tp(1, layout[3]);
+    cases.push_back(
+        {layout + "-interleaved",
+         "{dp: " + dp + ", tp: " + tp + ", pp: 2, schedule: interleaved, " + "virtual_stages: 2}"});
+  }
   cases.push_back({"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, zero: 1}"});
   cases.push_back({"d2t2p2-1f1b-zero2", "{dp: 2, tp: 2, pp: 2, zero: 2}"});
 
