@@ -91,7 +91,7 @@ def rel_err(a, b):
     return ((a - b).norm() / max(b.norm().item(), 1e-30)).item()
 
 
-def main(out_dir, model_path=None):
+def main(out_dir, model_path=None, exported_path=None):
     info = json.load(open(f"{out_dir}/step.json"))
     weights = load_file(f"{out_dir}/weights.safetensors")
     batch = load_file(f"{out_dir}/batch.safetensors")
@@ -181,6 +181,20 @@ def main(out_dir, model_path=None):
         if not math.isfinite(trained_loss) or trained_loss >= info["loss"]:
             failures.append("the exported model did not load into a model that learned")
 
+    if exported_path:
+        # The export of a sharded checkpoint must hold exactly the parameters trainctl
+        # computed with above (weights.safetensors came from the same checkpoint).
+        exported = GPT(cfg)
+        missing, unexpected = exported.load_state_dict(load_file(exported_path), strict=False)
+        assert missing == ["lm_head.weight"] and not unexpected, (missing, unexpected)
+        with torch.no_grad():
+            exported_loss = exported(idx, targets).item()
+        err = abs(exported_loss - info["loss"]) / abs(info["loss"])
+        print(f"exported checkpoint {exported_path}: loss {exported_loss:.8f} vs trainctl "
+              f"{info['loss']:.8f} rel.err {err:.2e}")
+        if err >= 1e-5:
+            failures.append(f"exported checkpoint loss rel.err {err:.2e} >= 1e-5")
+
     if failures:
         print("MISMATCH:\n  " + "\n  ".join(failures))
         return 1
@@ -189,4 +203,4 @@ def main(out_dir, model_path=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(main(*[a or None for a in sys.argv[1:4]]))

@@ -25,3 +25,13 @@ YAML
 # A short real run too: its exported model.safetensors must load the same way.
 "$bin" train "$work/job.yaml" --set training.steps=3 --set "run_dir=$work/run" >/dev/null
 "$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step" "$work/run/model.safetensors"
+
+# A checkpoint written by 4 ranks (tp 2 x pp 2), exported to one nanoGPT file with
+# `trainctl ckpt export`: PyTorch loads the export (through the PyPI safetensors package)
+# and gets the loss, gradients and update trainctl computes from that checkpoint.
+"$bin" train "$work/job.yaml" --set training.steps=3 --set parallel.tp=2 --set parallel.pp=2 \
+  --set "run_dir=$work/run3d" >/dev/null
+"$bin" ckpt export "$work/run3d" --out "$work/exported.safetensors" >/dev/null
+"$bin" inspect step "$work/job.yaml" --from "$work/run3d" --out "$work/step3d"
+"$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step3d" "" \
+  "$work/exported.safetensors"

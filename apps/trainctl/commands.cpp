@@ -243,10 +243,10 @@ int cmd_bench_comm(const BenchCommArgs& args) {
 }
 
 int cmd_inspect_step(const fs::path& job, const std::vector<std::string>& overrides,
-                     const fs::path& out_dir) {
+                     const fs::path& out_dir, const std::optional<fs::path>& from) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
   train::check_trainable(spec);
-  train::inspect_step(spec, out_dir);
+  train::inspect_step(spec, out_dir, from);
   std::printf("wrote the first step of '%s' to %s\n", spec.name.c_str(), out_dir.c_str());
   return kExitOk;
 }

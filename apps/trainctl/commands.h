@@ -39,7 +39,8 @@ int cmd_bench_comm(const BenchCommArgs& args);
 
 // `inspect step`: the job's first step on one worker, written to out_dir for cross-checks.
 int cmd_inspect_step(const std::filesystem::path& job, const std::vector<std::string>& overrides,
-                     const std::filesystem::path& out_dir);
+                     const std::filesystem::path& out_dir,
+                     const std::optional<std::filesystem::path>& from);
 
 // `plan`: the job's pipeline schedule (parallel.pp stages, parallel.schedule), simulated with
 // forward = 1 and backward = 2 time units: a summary line (bubble, peak activations per stage)

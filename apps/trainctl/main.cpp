@@ -195,6 +195,10 @@ int run(int argc, char** argv) {
       "and results");
   add_job(inspect_step);
   inspect_step->add_option("--out", inspect_out, "Directory for the files (created)")->required();
+  std::string inspect_from;
+  inspect_step->add_option("--from", inspect_from,
+                           "Start from a checkpoint's parameters (a step directory, checkpoints/ "
+                           "or a run directory; any dp/tp/pp layout) instead of the initial ones");
   inspect_step->footer(
       "Example:\n  trainctl inspect step job.yaml --out step0\n"
       "  /usr/bin/python3 scripts/check_against_torch.py step0   # compare with PyTorch\n\n"
@@ -273,7 +277,9 @@ int run(int argc, char** argv) {
     return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches);
   }
   if (inspect_step->parsed()) {
-    return trainctl::app::cmd_inspect_step(launch_args.job, overrides, inspect_out);
+    std::optional<std::filesystem::path> from;
+    if (!inspect_from.empty()) from = inspect_from;
+    return trainctl::app::cmd_inspect_step(launch_args.job, overrides, inspect_out, from);
   }
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);

@@ -1,5 +1,8 @@
 #include "train/inspect_step.h"
 
+#include "checkpoint/commit.h"
+#include "checkpoint/reader.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -23,13 +26,21 @@ std::vector<checkpoint::NamedTensor> views(const model::ParameterSet& p, bool gr
 }
 }  // namespace
 
-void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir) {
+void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir,
+                  const std::optional<std::filesystem::path>& from) {
   std::filesystem::create_directories(out_dir);
   const int T = spec.model.seq_len, mb = spec.training.micro_batch_size;
   auto backend = ops::make_cpu_backend({.threads = spec.training.threads});
   const model::GptConfig cfg = gpt_config(spec);
   model::Gpt gpt(cfg, *backend, mb, T);
   gpt.init_weights(spec.seed);
+  if (from) {
+    checkpoint::CheckpointReader reader(checkpoint::resolve_checkpoint(*from));
+    model::ParameterSet& params = gpt.params();
+    for (const model::Param& p : params.list()) {
+      reader.read_slice(p.name, p.shard, params.data() + p.offset);
+    }
+  }
   checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));
 
   auto dataset = data::make_dataset(dataset_options(spec));

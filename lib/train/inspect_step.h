@@ -1,5 +1,6 @@
 #pragma once
 #include <filesystem>
+#include <optional>
 
 #include "config/job_spec.h"
 
@@ -7,11 +8,14 @@ namespace trainctl::train {
 
 // Runs the job's first optimizer step on one worker (first micro-batch only) and writes
 // everything another implementation needs to reproduce it into out_dir:
-//   weights.safetensors  initial parameters (nanoGPT names)
+//   weights.safetensors  initial parameters (nanoGPT names): the job's initialisation, or
+//                        the parameters of checkpoint `from` (any layout) when given; the
+//                        optimizer starts fresh either way
 //   batch.safetensors    tokens and targets [micro_batch, seq_len] (as F32)
 //   grads.safetensors    gradients of the mean loss over the batch
 //   updated.safetensors  parameters after clipping and one optimizer step
 //   step.json            loss, gradient norm, model dims, optimizer settings
-void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir);
+void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir,
+                  const std::optional<std::filesystem::path>& from = std::nullopt);
 
 }  // namespace trainctl::train
