@@ -24,10 +24,7 @@ std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& c,
   return m;
 }
 
-namespace {
-
-// nanoGPT's order: embeddings, blocks by index, then the rest (ln_f) in checkpoint order.
-int position(const std::string& name) {
+int nanogpt_position(const std::string& name) {
   const std::string block = "transformer.h.";
   if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
   if (name == "transformer.wte.weight") return 0;
@@ -35,15 +32,13 @@ int position(const std::string& name) {
   return 1 << 30;
 }
 
-}  // namespace
-
 ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem::path& out) {
   std::vector<std::string> names;
   for (const std::string& name : reader.tensor_names()) {
     if (!is_optimizer_tensor(name)) names.push_back(name);
   }
   std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-    return position(a) < position(b);
+    return nanogpt_position(a) < nanogpt_position(b);
   });
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names)

@@ -19,6 +19,10 @@ namespace trainctl::checkpoint {
 std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& config,
                                                     const std::string& job);
 
+// Sort key for nanoGPT's tensor order: wte, wpe, blocks by index, then the rest (ln_f);
+// sort stably so ties keep their order.
+int nanogpt_position(const std::string& name);
+
 struct ExportSummary {
   int tensors = 0;
   int64_t parameters = 0;

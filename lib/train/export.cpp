@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "checkpoint/export.h"
 #include "checkpoint/safetensors.h"
 #include "comm/layout.h"
 
@@ -29,17 +30,7 @@ std::vector<model::Param> shard_layout(const model::GptConfig& cfg, const config
 
 void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const model::GptConfig& c,
                  const config::JobSpec& spec, const std::filesystem::path& path) {
-  checkpoint::write_safetensors(path, tensors,
-                                {{"format", "pt"},
-                                 {"producer", "trainctl " TRAINCTL_VERSION},
-                                 {"job", spec.name},
-                                 {"vocab_size", std::to_string(c.vocab_size)},
-                                 {"block_size", std::to_string(c.max_seq_len)},
-                                 {"n_layer", std::to_string(c.n_layer)},
-                                 {"n_head", std::to_string(c.n_head)},
-                                 {"n_embd", std::to_string(c.d_model)},
-                                 {"bias", "true"},
-                                 {"tied", "lm_head.weight=transformer.wte.weight"}});
+  checkpoint::write_safetensors(path, tensors, checkpoint::nanogpt_metadata(c, spec.name));
 }
 
 }  // namespace
@@ -95,15 +86,8 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
   }
   // nanoGPT's order: embeddings, blocks by index, ln_f (interleaved chunks visit blocks
   // out of order).
-  auto position = [](const std::string& name) {
-    const std::string block = "transformer.h.";
-    if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
-    if (name == "transformer.wte.weight") return 0;
-    if (name == "transformer.wpe.weight") return 1;
-    return 1 << 30;
-  };
   std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    return position(a.first) < position(b.first);
+    return checkpoint::nanogpt_position(a.first) < checkpoint::nanogpt_position(b.first);
   });
   std::vector<checkpoint::NamedTensor> tensors;
   for (auto& [name, shape] : order) {
