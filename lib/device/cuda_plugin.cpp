@@ -98,11 +98,13 @@ const CudaPluginApi& load_cuda_plugin() {
   ::dlerror();  // clear any stale error before dlsym
   void* sym = ::dlsym(handle, "trainctl_cuda_plugin_v1");
   if (sym == nullptr) {
+    // Copy the message first: dlclose frees the string dlerror returned.
     const char* err = ::dlerror();
+    const std::string why = err != nullptr ? err : "symbol is null";
     ::dlclose(handle);
     throw DeviceUnavailable("device: cuda: " + path +
-                            " is not a trainctl CUDA plugin (no trainctl_cuda_plugin_v1: " +
-                            (err != nullptr ? err : "symbol is null") + ")");
+                            " is not a trainctl CUDA plugin (no trainctl_cuda_plugin_v1: " + why +
+                            ")");
   }
   using Entry = const CudaPluginApi* (*)();
   const CudaPluginApi* api = reinterpret_cast<Entry>(sym)();
