@@ -220,3 +220,31 @@ TEST_CASE("resume auto skips a damaged newest checkpoint and says so", "[resume]
   CHECK_THAT(r.out, Catch::Contains("step_00000004"));
   CHECK(read_text(dir.path() / "straight" / "model.safetensors") == before);
 }
+
+TEST_CASE("time-based checkpoints and keep_last", "[resume]") {
+  TempDir dir("resume-policy");
+  // Checkpoints every 0.2 s of a run of ~2 s, keeping the newest 2: several saves happen,
+  // only two complete checkpoints remain, and `latest` names the final one.
+  const fs::path spec =
+      job(dir.path(), 400, "{dp: 2}", "{every_minutes: 0.003, keep_last: 2, async: true}");
+  const ProcResult r = train(dir.path(), spec, "timed");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const size_t saves = [&] {
+    size_t n = 0;
+    for (size_t at = r.out.find("checkpoint: step"); at != std::string::npos;
+         at = r.out.find("checkpoint: step", at + 1)) {
+      ++n;
+    }
+    return n;
+  }();
+  CHECK(saves >= 3);  // at least two time-based ones and the final one
+  const fs::path ckpts = dir.path() / "timed" / "checkpoints";
+  std::vector<std::string> complete;
+  for (const auto& entry : fs::directory_iterator(ckpts)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) == 0) complete.push_back(name);
+  }
+  CHECK(complete.size() == 2);
+  CHECK(read_text(ckpts / "latest").find("step_00000400") != std::string::npos);
+}
