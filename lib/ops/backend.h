@@ -26,6 +26,14 @@ struct VocabRange {
 
 struct BackendOptions {
   int threads = 1;  // compute threads for this worker (one process per device slot)
+  // Mixed precision for matrix products: the two operands of every product in gemm,
+  // linear_forward/backward and lm_head_cross_entropy are rounded (to nearest even) to
+  // this type, the products accumulate in fp32 and results are stored in fp32. Everything
+  // else (parameters, gradients, optimizer state, attention, layernorm, softmax, bias sums)
+  // stays fp32. fp32 = no rounding. bf16 keeps fp32's exponent range; fp16 has three more
+  // mantissa bits but overflows above 65504 and flushes below 6e-8, so gradients need
+  // loss scaling.
+  DType matmul = DType::fp32;
 };
 
 class Backend {
@@ -33,6 +41,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual int threads() const = 0;
+  virtual DType matmul_dtype() const = 0;  // BackendOptions::matmul
 
   // --- memory ------------------------------------------------------------------------
   virtual void* alloc(size_t bytes) = 0;  // zero-filled, 64-byte aligned

@@ -16,6 +16,7 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::cpu; }
   int threads() const override { return pool_.size(); }
+  DType matmul_dtype() const override { return matmul_; }
 
   void* alloc(size_t bytes) override;
   void free(void* p) override;
@@ -75,6 +76,7 @@ class CpuBackend final : public Backend {
   // undefined on entry). Only thread t may call this with its own index.
   float* scratch(int thread, size_t n);
 
+  DType matmul_;
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
 };

@@ -30,6 +30,7 @@ int lm_head_rows_per_chunk(int N, int V) {
 CudaBackend::CudaBackend(int device, const BackendOptions& options)
     : device_(device),
       threads_(std::max(1, options.threads)),
+      matmul_(options.matmul),
       async_(env_flag("TRAINCTL_CUDA_ASYNC")),
       allocator_(device) {
   bind();

@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::cuda; }
   int threads() const override { return threads_; }
+  DType matmul_dtype() const override { return matmul_; }
   int device_index() const { return device_; }
   size_t peak_allocated_bytes() const { return allocator_.peak_bytes(); }
 
@@ -102,6 +103,7 @@ class CudaBackend final : public Backend {
 
   int device_;
   int threads_;
+  DType matmul_;
   bool async_;
   cudaStream_t stream_ = cudaStreamLegacy;
   CachingAllocator allocator_;
