@@ -14,7 +14,9 @@
 namespace trainctl::ops::cpu {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : matmul_(options.matmul), pool_(options.threads), scratch_(static_cast<size_t>(std::max(options.threads, 1))) {
+    : matmul_(options.matmul),
+      pool_(options.threads),
+      scratch_(static_cast<size_t>(std::max(options.threads, 1))) {
   // OpenBLAS's own pthread pool would spin against ours (NOTES.md, "CPU ceilings"): every
   // sgemm runs single-threaded inside one of our threads instead.
   openblas_set_num_threads(1);
