@@ -27,10 +27,10 @@ void check_trainable(const config::JobSpec& spec) {
            "ZeRO-2 reduce-scatters gradients in fp32; bf16 gradient communication applies to "
            "zero: 0 and 1. Use grad_comm: fp32 with zero: 2");
   }
-  if (spec.precision.compute != config::DType::fp32) {
+  if (spec.precision.compute == config::DType::fp16) {
     refuse(spec, "precision.compute",
-           "the backends' op set computes in fp32 (bf16/fp16 matrix products are not wired "
-           "into the engine yet); use fp32");
+           "fp16 matrix products need loss scaling, which trainctl does not do yet; use bf16 "
+           "(fp32's range, no scaling needed) or fp32");
   }
 }
 

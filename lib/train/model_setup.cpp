@@ -33,4 +33,21 @@ optim::OptimizerOptions optimizer_options(const config::JobSpec& spec) {
   return o;
 }
 
+ops::BackendOptions backend_options(const config::JobSpec& spec) {
+  ops::BackendOptions o;
+  o.threads = spec.training.threads;
+  switch (spec.precision.compute) {
+    case config::DType::fp32:
+      o.matmul = DType::fp32;
+      break;
+    case config::DType::bf16:
+      o.matmul = DType::bf16;
+      break;
+    case config::DType::fp16:
+      o.matmul = DType::fp16;
+      break;
+  }
+  return o;
+}
+
 }  // namespace trainctl::train

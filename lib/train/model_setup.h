@@ -4,6 +4,7 @@
 #include "config/job_spec.h"
 #include "data/dataset.h"
 #include "model/gpt_config.h"
+#include "ops/backend.h"
 #include "optim/optimizer.h"
 
 namespace trainctl::train {
@@ -11,5 +12,7 @@ namespace trainctl::train {
 model::GptConfig gpt_config(const config::JobSpec& spec);
 data::DatasetOptions dataset_options(const config::JobSpec& spec);
 optim::OptimizerOptions optimizer_options(const config::JobSpec& spec);
+// Threads and the matrix-product type (precision.compute) of this worker's backend.
+ops::BackendOptions backend_options(const config::JobSpec& spec);
 
 }  // namespace trainctl::train

@@ -82,8 +82,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   check_trainable(spec);
   const bool reporting = groups.rank == 0;
   const Device device = spec.device == config::Device::cuda ? Device::cuda : Device::cpu;
-  Engine e(spec, groups,
-           device::make_backend(device, {.threads = spec.training.threads}, ctx.local_rank));
+  Engine e(spec, groups, device::make_backend(device, backend_options(spec), ctx.local_rank));
   MetricsReporter reporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
                            reporting ? ctx.console_fd : -1);
   announce(e, reporter);

@@ -114,11 +114,15 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
                                 " for M=" + std::to_string(M) + ", N=" + std::to_string(N) +
                                 ", K=" + std::to_string(K) + ")");
   }
+  A = matmul_operand(0, A, trans_a ? K : M, trans_a ? M : K, lda);
+  B = matmul_operand(1, B, trans_b ? N : K, trans_b ? K : N, ldb);
   sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void CpuBackend::linear_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int N, int IC, int OC) {
+  inp = matmul_operand(0, inp, N, IC, IC);
+  weight = matmul_operand(1, weight, OC, IC, IC);
   if (bias == nullptr) {
     sgemm_parallel(pool_, false, true, N, OC, IC, 1.0f, inp, IC, weight, IC, 0.0f, out, OC);
     return;
@@ -138,16 +142,20 @@ void CpuBackend::linear_forward(float* out, const float* inp, const float* weigh
 
 void CpuBackend::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                  const float* inp, const float* weight, int N, int IC, int OC) {
+  // The bias gradient sums the unrounded dout; only the products see rounded operands.
+  const float* dout_r = matmul_operand(0, dout, N, OC, OC);
   if (dinp != nullptr) {
     // dinp[N,IC] = dout[N,OC] @ weight[OC,IC]
-    sgemm_parallel(pool_, false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+    weight = matmul_operand(1, weight, OC, IC, IC);
+    sgemm_parallel(pool_, false, false, N, IC, OC, 1.0f, dout_r, OC, weight, IC, 0.0f, dinp, IC);
   }
+  inp = matmul_operand(2, inp, N, IC, IC);
   // dweight[OC,IC] += dout^T @ inp, split over output features; the thread that owns
   // features o0..o1 also sums their bias gradient, so no partial buffers are needed.
   const int64_t grain = std::max<int64_t>(32, (int64_t{1} << 20) / std::max(1, IC * N));
   pool_.parallel_for(OC, grain, [&](int64_t o0, int64_t o1, int) {
     const int width = static_cast<int>(o1 - o0);
-    sgemm_serial(true, false, width, IC, N, 1.0f, dout + o0, OC, inp, IC, 1.0f, dweight + o0 * IC,
+    sgemm_serial(true, false, width, IC, N, 1.0f, dout_r + o0, OC, inp, IC, 1.0f, dweight + o0 * IC,
                  IC);
     if (dbias != nullptr) {
       float* db = dbias + o0;

@@ -76,13 +76,26 @@ class CpuBackend final : public Backend {
   // undefined on entry). Only thread t may call this with its own index.
   float* scratch(int thread, size_t n);
 
+  // Mixed precision (BackendOptions::matmul, cpu_matmul_operands.cpp). matmul_operand
+  // returns `src` itself for fp32, else a copy of the rows x cols matrix (leading dim ld)
+  // rounded to the matmul type, held in buffer `slot` until that slot is used again.
+  static constexpr int kMatmulOperandSlots = 3;
+  const float* matmul_operand(int slot, const float* src, int64_t rows, int64_t cols, int64_t ld);
+  // dst[i] = src[i] rounded to the matmul type (dst may alias src).
+  void round_to_matmul_type(float* dst, const float* src, size_t n);
+
   DType matmul_;
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
+  std::vector<std::vector<float>> operands_ = std::vector<std::vector<float>>(kMatmulOperandSlots);
 };
 
 // Elements per thread below which memory-bound loops run on the caller alone: waking a
 // worker costs about as much as streaming this many floats.
 inline constexpr int64_t kElementwiseGrain = 1 << 15;
+
+// dst[i] = src[i] rounded to nearest even in `type` and widened back (dst may alias src;
+// fp32 copies). Serial: for use inside a pool task.
+void round_to(DType type, float* dst, const float* src, size_t n);
 
 }  // namespace trainctl::ops::cpu

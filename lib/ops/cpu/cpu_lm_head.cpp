@@ -33,6 +33,8 @@ void CpuBackend::lm_head_cross_entropy(float* losses, float* dx, float* dwte, co
     throw std::invalid_argument("lm_head_cross_entropy: V and C must be positive");
   }
   const bool backward = dx != nullptr;
+  x = matmul_operand(0, x, N, C, C);
+  wte = matmul_operand(1, wte, V, C, C);
   const int rb = rows_per_block(V);
   const int64_t blocks = (N + rb - 1) / rb;
   const size_t vc = static_cast<size_t>(V) * C;
@@ -78,6 +80,7 @@ void CpuBackend::lm_head_cross_entropy(float* losses, float* dx, float* dwte, co
         }
       }
       if (backward) {
+        round_to(matmul_dtype(), logits, logits, static_cast<size_t>(n) * V);
         sgemm_serial(false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f, dx + int64_t{r0} * C, C);
         sgemm_serial(true, false, V, C, n, 1.0f, logits, V, xb, C, 1.0f, dw, C);
       }
