@@ -22,7 +22,8 @@ class Communicator;
 namespace trainctl::device {
 
 // Bumped whenever CudaPluginApi or the types it mentions change shape.
-inline constexpr uint32_t kCudaPluginAbiVersion = 1;
+// 2: BackendOptions gained `matmul` (mixed-precision matrix products).
+inline constexpr uint32_t kCudaPluginAbiVersion = 2;
 
 // The rendezvous store as the plugin sees it (the loader wraps the job's store): NCCL's
 // unique ids travel through it. get() blocks until the key exists or the store's timeout

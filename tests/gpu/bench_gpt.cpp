@@ -1,9 +1,12 @@
 // GPU benchmark: training steps of GPT-2 124M shapes (the model layer unchanged, on the
 // CUDA backend), printing one JSON line with tokens/s and MFU.
 //   gpu_bench_gpt [--batch 8] [--seq 1024] [--steps 10] [--warmup 3] [--peak-tflops X]
-// MFU = model FLOPs per token (6N + 12 L C T, PaLM appendix B) x tokens/s / peak, where the
-// peak is the GPU's dense fp32 rate (TF32 tensor-core rate when TRAINCTL_CUDA_TF32=1),
-// looked up by GPU name unless --peak-tflops gives it.
+//                 [--matmul fp32|bf16|fp16]
+// --matmul sets BackendOptions::matmul: the operand type of the matrix products (fp32
+// accumulation either way). MFU = model FLOPs per token (6N + 12 L C T, PaLM appendix B) x
+// tokens/s / peak, where the peak is the GPU's dense rate for the products' operands: fp32
+// (TF32 tensor cores when TRAINCTL_CUDA_TF32=1), or bf16/fp16 tensor cores; looked up by GPU
+// name unless --peak-tflops gives it.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,17 +23,21 @@ using namespace trainctl;
 
 namespace {
 
-// Dense peak TFLOP/s: {fp32, tf32}. SXM parts; PCIe H100 is lower (51 / 378).
+// Dense peak TFLOP/s: {fp32, tf32, bf16/fp16 with fp32 accumulation}. SXM parts; PCIe H100
+// is lower (51 / 378 / 756).
 struct Peak {
   const char* name;
-  double fp32, tf32;
+  double fp32, tf32, half;
 };
-constexpr Peak kPeaks[] = {{"H200", 66.9, 494.7}, {"H100 PCIe", 51.2, 378.0}, {"H100", 66.9, 494.7},
-                           {"A100", 19.5, 156.0}, {"L40S", 91.6, 183.0},      {"A10", 31.2, 62.5}};
+constexpr Peak kPeaks[] = {{"H200", 66.9, 494.7, 989.4}, {"H100 PCIe", 51.2, 378.0, 756.0},
+                           {"H100", 66.9, 494.7, 989.4}, {"A100", 19.5, 156.0, 312.0},
+                           {"L40S", 91.6, 183.0, 362.1}, {"A10", 31.2, 62.5, 125.0}};
 
-double peak_tflops(const std::string& device, bool tf32) {
+double peak_tflops(const std::string& device, bool tf32, DType matmul) {
   for (const Peak& p : kPeaks) {
-    if (device.find(p.name) != std::string::npos) return tf32 ? p.tf32 : p.fp32;
+    if (device.find(p.name) == std::string::npos) continue;
+    if (matmul != DType::fp32) return p.half;
+    return tf32 ? p.tf32 : p.fp32;
   }
   return 0.0;
 }
@@ -40,7 +47,12 @@ double peak_tflops(const std::string& device, bool tf32) {
 int main(int argc, char** argv) {
   int batch = 8, seq = 1024, steps = 10, warmup = 3;
   double peak = -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  DType matmul = DType::fp32;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "option %s needs a value\n", argv[i]);
+      return 2;
+    }
     const std::string k = argv[i];
     const char* v = argv[i + 1];
     if (k == "--batch")
@@ -53,7 +65,19 @@ int main(int argc, char** argv) {
       warmup = std::atoi(v);
     else if (k == "--peak-tflops")
       peak = std::atof(v);
-    else {
+    else if (k == "--matmul") {
+      const std::string m = v;
+      if (m == "fp32") {
+        matmul = DType::fp32;
+      } else if (m == "bf16") {
+        matmul = DType::bf16;
+      } else if (m == "fp16") {
+        matmul = DType::fp16;
+      } else {
+        std::fprintf(stderr, "--matmul: expected fp32, bf16 or fp16, got %s\n", v);
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
     }
@@ -65,7 +89,7 @@ int main(int argc, char** argv) {
   }
   const char* tf32_env = std::getenv("TRAINCTL_CUDA_TF32");
   const bool tf32 = tf32_env != nullptr && std::strcmp(tf32_env, "1") == 0;
-  if (peak < 0) peak = peak_tflops(a.devices[0], tf32);
+  if (peak < 0) peak = peak_tflops(a.devices[0], tf32, matmul);
 
   model::GptConfig cfg;  // GPT-2 124M, vocabulary padded to a multiple of 128 (llm.c)
   cfg.vocab_size = 50304;
@@ -73,7 +97,7 @@ int main(int argc, char** argv) {
   cfg.n_layer = 12;
   cfg.n_head = 12;
   cfg.d_model = 768;
-  auto be = device::make_backend(Device::cuda, {}, 0);
+  auto be = device::make_backend(Device::cuda, {.matmul = matmul}, 0);
   model::Gpt gpt(cfg, *be, batch, seq);
   gpt.init_weights(1);
   const auto total = static_cast<size_t>(gpt.params().total());
@@ -105,12 +129,13 @@ int main(int argc, char** argv) {
   const double flops = cfg.flops_per_token(seq) * tokens_per_s;
   std::printf(
       "{\"bench\": \"gpt2-124m\", \"device\": \"%s\", \"batch\": %d, \"seq_len\": %d, "
-      "\"params\": %lld, \"tf32\": %s, \"steps\": %d, \"step_ms\": %.2f, \"tokens_per_s\": %.0f, "
+      "\"params\": %lld, \"matmul\": \"%s\", \"tf32\": %s, \"steps\": %d, \"step_ms\": %.2f, "
+      "\"tokens_per_s\": %.0f, "
       "\"model_tflops\": %.2f, \"peak_tflops\": %.1f, \"mfu\": %s, \"loss\": %.4f, "
       "\"peak_device_bytes\": %zu}\n",
       a.devices[0].c_str(), batch, seq, static_cast<long long>(cfg.num_params()),
-      tf32 ? "true" : "false", steps, 1000.0 * secs / steps, tokens_per_s, flops / 1e12, peak,
-      peak > 0 ? std::to_string(flops / 1e12 / peak).c_str() : "null", loss,
+      dtype_name(matmul), tf32 ? "true" : "false", steps, 1000.0 * secs / steps, tokens_per_s,
+      flops / 1e12, peak, peak > 0 ? std::to_string(flops / 1e12 / peak).c_str() : "null", loss,
       device::peak_device_bytes(*be));
   be->free(m);
   be->free(v);

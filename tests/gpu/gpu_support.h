@@ -3,6 +3,7 @@
 // host vectors and read back through Backend::copy (the CUDA backend's copy accepts host
 // pointers in either direction and, reading into pageable host memory, returns once the
 // data has arrived).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -15,9 +16,13 @@
 
 namespace trainctl::gpu_test {
 
+// Both backends with the same options (`matmul`: the operand type of matrix products).
 struct Backends {
-  std::unique_ptr<ops::Backend> cpu = ops::make_cpu_backend({.threads = 1});
-  std::unique_ptr<ops::Backend> cuda = device::make_backend(Device::cuda, {.threads = 1}, 0);
+  explicit Backends(DType matmul = DType::fp32)
+      : cpu(ops::make_cpu_backend({.threads = 1, .matmul = matmul})),
+        cuda(device::make_backend(Device::cuda, {.threads = 1, .matmul = matmul}, 0)) {}
+  std::unique_ptr<ops::Backend> cpu;
+  std::unique_ptr<ops::Backend> cuda;
 };
 
 inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -83,6 +88,16 @@ inline void check_close(const std::vector<float>& got, const std::vector<float>&
   INFO(what << ": worst element " << worst_i << " got " << got[worst_i] << " want " << want[worst_i]
             << " (error / allowed = " << worst << ", rtol " << rtol << ", atol " << atol << ")");
   CHECK(ok);
+}
+
+// |got - want| <= rel * max |want| for every element: errors measured against the
+// magnitude of the whole result (sums of products with cancellation have elements near
+// zero whose own relative error means nothing).
+inline void check_close_to_scale(const std::vector<float>& got, const std::vector<float>& want,
+                                 double rel, const std::string& what) {
+  double scale = 0.0;
+  for (float w : want) scale = std::max(scale, std::fabs(static_cast<double>(w)));
+  check_close(got, want, 0.0, rel * scale, what + " (scale " + std::to_string(scale) + ")");
 }
 
 }  // namespace trainctl::gpu_test

@@ -2,9 +2,11 @@
 // off): elementwise ops 1e-6 relative (the GPU may fuse multiply-adds, and uses expf where
 // the CPU uses a polynomial exp); reductions and products 1e-4 relative + 1e-5 absolute
 // (different summation orders); 16-bit casts bit-exact (shared conversion code).
+// Mixed-precision products (matmul = bf16 / fp16): see the comment above their tests.
 #include <cstring>
 
 #include "gpu/gpu_support.h"
+#include "ops/shared_math.h"
 
 using namespace trainctl;
 using namespace trainctl::gpu_test;
@@ -319,4 +321,163 @@ TEST_CASE("casts between fp32, bf16 and fp16 are bit-exact", "[gpu][cast]") {
   b.cpu->cast(wh.data(), DType::fp16, wbf.data(), DType::bf16, n);
   const auto goth = dh.download();
   CHECK(std::memcmp(goth.data(), wh.data(), n * 2) == 0);
+}
+
+// --- mixed-precision matrix products (BackendOptions::matmul = bf16 / fp16) ----------------
+// Both backends round the same fp32 operands to the same 16-bit values (round to nearest
+// even; shared code in ops/shared_math.h), and the product of two bf16 (8-bit significand)
+// or fp16 (11-bit) values is exact in fp32, so the results differ only by the order of
+// the fp32 sums (cuBLASLt tensor cores vs OpenBLAS sgemm): a few fp32 ulps of the largest
+// partial sums. Tolerance: kMixedRel = 3e-5 of the result's magnitude (max |want|).
+//
+// The LM head's backward products are the exception: their first operand, the softmax
+// gradient, is itself computed by each backend (expf on the GPU, the CPU's own exp; other
+// summation orders), so the fp32 values differ by ~1e-6 relative, and the few that lie that
+// close to a rounding midpoint round to neighbouring 16-bit values. One such flip moves one
+// term of a sum by one ulp of the type, at most 2^-7 (bf16) or 2^-10 (fp16) of |g| <= |dloss|
+// times |x| or |wte| <= 1. dx and dwte are therefore checked to twice that, relative to
+// their magnitude (about |dloss|): 2^-6 for bf16, 2^-9 for fp16. The losses involve no
+// computed operand and keep the tight bound.
+namespace {
+
+constexpr double kMixedRel = 3e-5;
+
+// The operands as the contract rounds them, back in fp32 (a reference independent of the
+// CPU backend's own implementation of the option).
+std::vector<float> rounded(const std::vector<float>& v, DType t) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    out[i] = t == DType::bf16 ? ops::math::bf16_to_fp32(ops::math::fp32_to_bf16(v[i]))
+                              : ops::math::fp16_to_fp32(ops::math::fp32_to_fp16(v[i]));
+  }
+  return out;
+}
+
+std::string tag(DType t) { return t == DType::bf16 ? " [bf16]" : " [fp16]"; }
+
+}  // namespace
+
+TEST_CASE("mixed-precision gemm in every transpose combination, strided, with alpha and beta",
+          "[gpu][gemm][mixed]") {
+  for (const DType t : {DType::bf16, DType::fp16}) {
+    Backends b(t);
+    REQUIRE(b.cuda->matmul_dtype() == t);
+    const auto ref = ops::make_cpu_backend({.threads = 1});  // fp32: rounded inputs by hand
+    struct Case {
+      bool ta, tb;
+      int M, N, K, pad, offset;  // pad: extra leading dimension; offset: A, B start inside
+      float alpha, beta;
+    };
+    for (const Case c : {Case{false, false, 64, 48, 32, 0, 0, 1.0f, 0.0f},
+                         Case{false, true, 37, 51, 29, 3, 0, 0.5f, 1.0f},
+                         Case{true, false, 128, 96, 300, 0, 0, 1.0f, 1.0f},
+                         Case{true, true, 7, 5, 3, 2, 0, -2.0f, 0.25f},
+                         Case{false, false, 33, 70, 131, 5, 3, 1.0f, -1.0f},
+                         Case{true, true, 50, 19, 64, 7, 1, 0.75f, 0.0f},
+                         Case{false, false, 1, 1, 1, 0, 0, 1.0f, 0.0f}}) {
+      const int lda = (c.ta ? c.M : c.K) + c.pad, ldb = (c.tb ? c.K : c.N) + c.pad;
+      const int ldc = c.N + c.pad;
+      // The operand starts `offset` floats into its buffer (a column slice of a wider
+      // matrix): the rows beyond its columns hold values a product must not read.
+      const auto A = random_vec(static_cast<size_t>(c.ta ? c.K : c.M) * lda + c.offset, 5);
+      const auto B = random_vec(static_cast<size_t>(c.tb ? c.N : c.K) * ldb + c.offset, 6);
+      auto C = random_vec(static_cast<size_t>(c.M) * ldc, 7);
+      auto C_ref = C;
+      DeviceVec dA(*b.cuda, A), dB(*b.cuda, B), dC(*b.cuda, C);
+      b.cuda->gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, dA.get() + c.offset, lda,
+                   dB.get() + c.offset, ldb, c.beta, dC.get(), ldc);
+      b.cpu->gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, A.data() + c.offset, lda, B.data() + c.offset,
+                  ldb, c.beta, C.data(), ldc);
+      const auto Ar = rounded(A, t), Br = rounded(B, t);
+      ref->gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, Ar.data() + c.offset, lda, Br.data() + c.offset,
+                ldb, c.beta, C_ref.data(), ldc);
+      const std::string what = "gemm ta=" + std::to_string(c.ta) + " tb=" + std::to_string(c.tb) +
+                               " M=" + std::to_string(c.M) + tag(t);
+      const auto got = dC.download();
+      check_close_to_scale(got, C, kMixedRel, what + " vs CPU backend");
+      check_close_to_scale(got, C_ref, kMixedRel, what + " vs fp32 on rounded operands");
+    }
+  }
+}
+
+TEST_CASE("mixed-precision linear forward and backward", "[gpu][linear][mixed]") {
+  for (const DType t : {DType::bf16, DType::fp16}) {
+    Backends b(t);
+    const int N = 70, IC = 48, OC = 84;  // OC not a multiple of 8: padded operand rows
+    const auto x = random_vec(N * IC, 8), w = random_vec(OC * IC, 9), bias = random_vec(OC, 10);
+    const auto dout = random_vec(N * OC, 11);
+    for (bool with_bias : {true, false}) {
+      DeviceVec dx(*b.cuda, x), dw(*b.cuda, w), dbias(*b.cuda, bias), ddout(*b.cuda, dout);
+      DeviceVec out(*b.cuda, N * OC), dinp(*b.cuda, N * IC);
+      auto gw0 = random_vec(OC * IC, 12), gb0 = random_vec(OC, 13);  // += onto existing grads
+      DeviceVec gw(*b.cuda, gw0), gb(*b.cuda, gb0);
+      std::vector<float> want(N * OC), want_dinp(N * IC);
+      b.cuda->linear_forward(out.get(), dx.get(), dw.get(), with_bias ? dbias.get() : nullptr, N,
+                             IC, OC);
+      b.cpu->linear_forward(want.data(), x.data(), w.data(), with_bias ? bias.data() : nullptr, N,
+                            IC, OC);
+      check_close_to_scale(out.download(), want, kMixedRel, "linear_forward" + tag(t));
+      b.cuda->linear_backward(dinp.get(), gw.get(), with_bias ? gb.get() : nullptr, ddout.get(),
+                              dx.get(), dw.get(), N, IC, OC);
+      b.cpu->linear_backward(want_dinp.data(), gw0.data(), with_bias ? gb0.data() : nullptr,
+                             dout.data(), x.data(), w.data(), N, IC, OC);
+      check_close_to_scale(dinp.download(), want_dinp, kMixedRel, "linear dinp" + tag(t));
+      check_close_to_scale(gw.download(), gw0, kMixedRel, "linear dweight" + tag(t));
+      // Bias gradients are fp32 column sums: the fp32 tolerance.
+      check_close(gb.download(), gb0, 1e-4, 1e-5, "linear dbias" + tag(t));
+    }
+    // Without dinp (the first layer's input needs no gradient).
+    auto gw0 = random_vec(OC * IC, 14);
+    DeviceVec dx(*b.cuda, x), dw(*b.cuda, w), ddout(*b.cuda, dout), gw(*b.cuda, gw0);
+    b.cuda->linear_backward(nullptr, gw.get(), nullptr, ddout.get(), dx.get(), dw.get(), N, IC, OC);
+    b.cpu->linear_backward(nullptr, gw0.data(), nullptr, dout.data(), x.data(), w.data(), N, IC,
+                           OC);
+    check_close_to_scale(gw.download(), gw0, kMixedRel, "linear dweight (no dinp)" + tag(t));
+  }
+}
+
+TEST_CASE("mixed-precision fused LM head cross-entropy", "[gpu][xent][mixed]") {
+  for (const DType t : {DType::bf16, DType::fp16}) {
+    Backends b(t);
+    const int N = 45, C = 36, V = 77;  // C, V not multiples of 8: padded operand rows
+    const auto x = random_vec(N * C, 28), wte = random_vec(V * C, 29);
+    std::vector<int32_t> targets(N);
+    for (int i = 0; i < N; ++i) targets[i] = (i * 7) % V;
+    targets[3] = -1;  // ignored
+    DeviceVec dx_in(*b.cuda, x), dwte_in(*b.cuda, wte);
+    DeviceVec losses(*b.cuda, N), dx(*b.cuda, N * C);
+    auto gwte0 = random_vec(V * C, 30);
+    DeviceVec gwte(*b.cuda, gwte0);
+    std::vector<float> wlosses(N), wdx(N * C);
+    b.cuda->lm_head_cross_entropy(losses.get(), nullptr, nullptr, dx_in.get(), dwte_in.get(),
+                                  targets.data(), N, C, V, 0.0f);
+    b.cpu->lm_head_cross_entropy(wlosses.data(), nullptr, nullptr, x.data(), wte.data(),
+                                 targets.data(), N, C, V, 0.0f);
+    check_close(losses.download(), wlosses, 1e-5, 1e-5, "lm_head losses (forward only)" + tag(t));
+    // The forward rounds x and wte only: fp32 on rounded inputs gives the same losses.
+    std::vector<float> rlosses(N);
+    const auto xr = rounded(x, t), wter = rounded(wte, t);
+    ops::make_cpu_backend({.threads = 1})
+        ->lm_head_cross_entropy(rlosses.data(), nullptr, nullptr, xr.data(), wter.data(),
+                                targets.data(), N, C, V, 0.0f);
+    check_close(losses.download(), rlosses, 1e-5, 1e-5,
+                "lm_head losses vs fp32 on rounded operands" + tag(t));
+    const float dloss = 0.5f;
+    b.cuda->lm_head_cross_entropy(losses.get(), dx.get(), gwte.get(), dx_in.get(), dwte_in.get(),
+                                  targets.data(), N, C, V, dloss);
+    b.cpu->lm_head_cross_entropy(wlosses.data(), wdx.data(), gwte0.data(), x.data(), wte.data(),
+                                 targets.data(), N, C, V, dloss);
+    check_close(losses.download(), wlosses, 1e-5, 1e-5, "lm_head losses" + tag(t));
+    const double backward_rel = t == DType::bf16 ? 1.0 / 64 : 1.0 / 512;  // see above
+    check_close_to_scale(dx.download(), wdx, backward_rel, "lm_head dx" + tag(t));
+    // dwte accumulated onto random values of magnitude ~1: compare the increments.
+    const auto got_gwte = gwte.download();
+    const auto init = random_vec(V * C, 30);
+    std::vector<float> got_inc(V * C), want_inc(V * C);
+    for (size_t i = 0; i < got_inc.size(); ++i) {
+      got_inc[i] = got_gwte[i] - init[i];
+      want_inc[i] = gwte0[i] - init[i];
+    }
+    check_close_to_scale(got_inc, want_inc, backward_rel, "lm_head dwte increment" + tag(t));
+  }
 }

@@ -84,6 +84,36 @@ const int32_t* CudaBackend::stage_tokens(const int32_t* tokens, size_t n) {
   return tokens_;
 }
 
+CudaBackend::Operand CudaBackend::operand(OperandSlot slot, const float* src, int rows, int cols,
+                                          int ld) {
+  if (matmul_ == DType::fp32 || rows <= 0 || cols <= 0) return {src, ld};
+  // Rows padded to 8 elements (16 bytes): the alignment tensor-core kernels want.
+  const int packed_ld = (cols + 7) / 8 * 8;
+  const size_t bytes = static_cast<size_t>(rows) * packed_ld * sizeof(uint16_t);
+  void*& buffer = operand_buffers_[slot];
+  if (bytes > operand_bytes_[slot]) {
+    // Stream-ordered reuse: products already enqueued finish before the block is reused.
+    allocator_.release(buffer);
+    buffer = nullptr;
+    operand_bytes_[slot] = 0;
+    buffer = allocator_.allocate(bytes);
+    operand_bytes_[slot] = bytes;
+  }
+  launch_pack_operand(stream_, buffer, matmul_, packed_ld, src, rows, cols, ld);
+  return {buffer, packed_ld};
+}
+
+CudaBackend::Operand CudaBackend::operand_rows_from(Operand o, int r0) const {
+  const size_t element = matmul_ == DType::fp32 ? sizeof(float) : sizeof(uint16_t);
+  return {static_cast<const char*>(o.data) + static_cast<size_t>(r0) * o.ld * element, o.ld};
+}
+
+void CudaBackend::product(bool trans_a, bool trans_b, int M, int N, int K, float alpha, Operand a,
+                          Operand b, float beta, float* C, int ldc) {
+  gemm_->run(stream_, matmul_, trans_a, trans_b, M, N, K, alpha, a.data, a.ld, b.data, b.ld, beta,
+             C, ldc);
+}
+
 // --- memory ------------------------------------------------------------------------------
 
 void* CudaBackend::alloc(size_t bytes) {
@@ -136,7 +166,9 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float al
     op_done();
     return;
   }
-  gemm_->run(stream_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const Operand a = operand(kOperandA, A, trans_a ? K : M, trans_a ? M : K, lda);
+  const Operand b = operand(kOperandB, B, trans_b ? N : K, trans_b ? K : N, ldb);
+  product(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc);
   op_done();
 }
 
@@ -155,8 +187,18 @@ void CudaBackend::linear_forward(float* out, const float* inp, const float* weig
 void CudaBackend::linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, int N, int IC, int OC) {
   bind();
-  if (dinp != nullptr) gemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
-  gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+  if (N > 0 && IC > 0 && OC > 0) {
+    // dout is the A operand of both products: rounded once.
+    const Operand d = operand(kOperandA, dout, N, OC, OC);
+    if (dinp != nullptr) {
+      product(false, false, N, IC, OC, 1.0f, d, operand(kOperandB, weight, OC, IC, IC), 0.0f, dinp,
+              IC);
+    }
+    product(true, false, OC, IC, N, 1.0f, d, operand(kOperandB, inp, N, IC, IC), 1.0f, dweight, IC);
+  } else {  // empty products: gemm() handles them (dinp = 0 when OC == 0)
+    if (dinp != nullptr) gemm(false, false, N, IC, OC, 1.0f, dout, OC, weight, IC, 0.0f, dinp, IC);
+    gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dweight, IC);
+  }
   if (dbias != nullptr) {
     launch_column_sum_add(stream_, dbias, dout, N, OC, scratch(column_sum_partials(N, OC)));
   }
@@ -256,15 +298,19 @@ void CudaBackend::lm_head_cross_entropy(float* losses, float* dx, float* dwte, c
   const int rows = lm_head_rows_per_chunk(N, V);
   float* logits = scratch(static_cast<size_t>(rows) * V);
   TRAINCTL_CUDA_CHECK(cudaMemsetAsync(bad_row_, 0xff, sizeof(int), stream_));  // -1
+  // wte is an operand of all three products and x of two: rounded once, not per block.
+  const Operand w = operand(kOperandB, wte, V, C, C);
+  const Operand xs = operand(kOperandA, x, N, C, C);
   for (int r0 = 0; r0 < N; r0 += rows) {
     const int n = std::min(rows, N - r0);
-    const float* xb = x + static_cast<size_t>(r0) * C;
-    gemm_->run(stream_, false, true, n, V, C, 1.0f, xb, C, wte, C, 0.0f, logits, V);
+    const Operand xb = operand_rows_from(xs, r0);
+    product(false, true, n, V, C, 1.0f, xb, w, 0.0f, logits, V);
     launch_softmax_xent_rows(stream_, losses + r0, logits, t + r0, n, V, backward, dloss, bad_row_);
     if (backward) {
-      gemm_->run(stream_, false, false, n, C, V, 1.0f, logits, V, wte, C, 0.0f,
-                 dx + static_cast<size_t>(r0) * C, C);
-      gemm_->run(stream_, true, false, V, C, n, 1.0f, logits, V, xb, C, 1.0f, dwte, C);
+      // The softmax-gradient block is the A operand of both backward products.
+      const Operand g = operand(kOperandLogits, logits, n, V, V);
+      product(false, false, n, C, V, 1.0f, g, w, 0.0f, dx + static_cast<size_t>(r0) * C, C);
+      product(true, false, V, C, n, 1.0f, g, xb, 1.0f, dwte, C);
     }
   }
   int bad_row = -1;

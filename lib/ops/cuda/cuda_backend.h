@@ -12,11 +12,18 @@
 // sum_squares (returns a value), lm_head_cross_entropy and xent_finish (losses), adamw
 // (end of a step). Copies into pageable host memory always complete before returning.
 //
+// Mixed precision (BackendOptions::matmul = bf16 or fp16): before each matrix product of
+// gemm, linear_forward/backward and lm_head_cross_entropy the two fp32 operands are rounded
+// (nearest even, the cast op's conversion) into 16-bit operand buffers, and cuBLASLt
+// multiplies them with fp32 accumulation into the fp32 result (lt_gemm.h). The operand
+// buffers come from the caching allocator, grow only and are reused by every later product.
+//
 // Memory comes from a caching allocator of managed memory (caching_allocator.h), so host
 // code may touch backend buffers. Token and target arrays may be host or device memory:
 // they are copied to device staging buffers first.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -101,6 +108,26 @@ class CudaBackend final : public Backend {
   // `n` tokens (host or device memory) copied into a device staging buffer.
   const int32_t* stage_tokens(const int32_t* tokens, size_t n);
 
+  // An operand of a matrix product as cuBLASLt reads it: row-major elements of the matmul
+  // type with leading dimension `ld` (in elements).
+  struct Operand {
+    const void* data;
+    int ld;
+  };
+  // The operand buffers: a product's A and B, and the LM head's softmax-gradient block.
+  enum OperandSlot { kOperandA = 0, kOperandB = 1, kOperandLogits = 2, kOperandSlots = 3 };
+  // The fp32 block src (rows x cols, leading dimension ld) as an operand: itself when the
+  // matmul type is fp32, else rounded and packed into the slot's buffer (contents replaced;
+  // a product enqueued earlier that reads the slot still sees its own operand, as all work
+  // is ordered on one stream). Empty blocks are returned as they are.
+  Operand operand(OperandSlot slot, const float* src, int rows, int cols, int ld);
+  // Rows [r0, ...) of an operand.
+  Operand operand_rows_from(Operand o, int r0) const;
+  // C = alpha op(A) op(B) + beta C on prepared operands (shapes as Backend::gemm, M, N, K
+  // positive).
+  void product(bool trans_a, bool trans_b, int M, int N, int K, float alpha, Operand a, Operand b,
+               float beta, float* C, int ldc);
+
   int device_;
   int threads_;
   DType matmul_;
@@ -114,6 +141,9 @@ class CudaBackend final : public Backend {
   size_t tokens_capacity_ = 0;
   double* reduce_ = nullptr;  // kSumSqBlocks partials + 1 result
   int* bad_row_ = nullptr;    // lm_head target check
+  // 16-bit operand buffers (allocator blocks, freed with the allocator) and their sizes.
+  std::array<void*, kOperandSlots> operand_buffers_{};
+  std::array<size_t, kOperandSlots> operand_bytes_{};
 };
 
 }  // namespace trainctl::ops::cuda

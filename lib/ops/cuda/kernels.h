@@ -22,6 +22,12 @@ void launch_adamw(cudaStream_t s, float* param, const float* grad, float* m, flo
                   float lr, float beta1, float beta2, float eps, float weight_decay, int step);
 void launch_cast(cudaStream_t s, void* dst, DType dst_type, const void* src, DType src_type,
                  size_t n);
+// Packs a row-major fp32 block (rows x cols, leading dimension ld_src >= cols) into a
+// 16-bit operand of a matrix product: dst[r * ld_dst + c] = src[r * ld_src + c] rounded to
+// nearest even to `type` (bf16 or fp16, the cast op's conversion) for c < cols, and +0 for
+// cols <= c < ld_dst (padding, never read by the product). Reads only the block itself.
+void launch_pack_operand(cudaStream_t s, void* dst, DType type, int ld_dst, const float* src,
+                         int rows, int cols, int ld_src);
 // out[r, :] = bias for r < rows (row-major, width cols).
 void launch_fill_rows(cudaStream_t s, float* out, const float* bias, int rows, int cols);
 // C[r, c] *= beta for an M x N block with leading dimension ldc (beta 0 writes zeros).

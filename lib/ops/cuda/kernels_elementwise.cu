@@ -1,5 +1,6 @@
 // Memory-bound kernels: one grid-stride loop each, per-element math from ops/shared_math.h.
 #include <stdexcept>
+#include <string>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/device_reduce.cuh"
@@ -72,6 +73,17 @@ __device__ inline void store_float(void* dst, DType t, size_t i, float f) {
 __global__ void cast_kernel(void* dst, DType dst_type, const void* src, DType src_type, size_t n) {
   for (size_t i = global_index(); i < n; i += grid_stride()) {
     store_float(dst, dst_type, i, load_as_float(src, src_type, i));
+  }
+}
+
+// One thread per element of the padded destination; the type switch is uniform.
+__global__ void pack_operand_kernel(void* dst, DType type, int ld_dst, const float* src, int rows,
+                                    int cols, int ld_src) {
+  const size_t n = static_cast<size_t>(rows) * ld_dst;
+  for (size_t i = global_index(); i < n; i += grid_stride()) {
+    const size_t r = i / ld_dst, c = i % ld_dst;
+    const float f = c < static_cast<size_t>(cols) ? src[r * ld_src + c] : 0.0f;
+    store_float(dst, type, i, f);
   }
 }
 
@@ -181,6 +193,23 @@ void launch_cast(cudaStream_t s, void* dst, DType dst_type, const void* src, DTy
   if (n == 0) return;
   cast_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, dst_type, src, src_type, n);
   TRAINCTL_CUDA_CHECK_LAUNCH(cast_kernel);
+}
+
+void launch_pack_operand(cudaStream_t s, void* dst, DType type, int ld_dst, const float* src,
+                         int rows, int cols, int ld_src) {
+  if (type != DType::bf16 && type != DType::fp16) {
+    throw std::invalid_argument("pack_operand: the operand type must be bf16 or fp16");
+  }
+  if (rows < 0 || cols < 0 || ld_dst < cols || ld_src < cols) {
+    throw std::invalid_argument(
+        "pack_operand: bad shape (rows=" + std::to_string(rows) + ", cols=" + std::to_string(cols) +
+        ", ld_dst=" + std::to_string(ld_dst) + ", ld_src=" + std::to_string(ld_src) + ")");
+  }
+  const size_t n = static_cast<size_t>(rows) * ld_dst;
+  if (n == 0) return;
+  pack_operand_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, type, ld_dst, src, rows, cols,
+                                                                 ld_src);
+  TRAINCTL_CUDA_CHECK_LAUNCH(pack_operand_kernel);
 }
 
 void launch_fill_rows(cudaStream_t s, float* out, const float* bias, int rows, int cols) {

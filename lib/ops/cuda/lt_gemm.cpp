@@ -14,12 +14,39 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 // The alignment cuBLASLt may assume for a pointer: the largest power of two (<= 256) that
-// divides its address. Kernels that need more are excluded by the heuristic.
-uint32_t alignment_of(const void* p) {
+// divides its address, at least the element size. Kernels that need more are excluded by
+// the heuristic.
+uint32_t alignment_of(const void* p, uint32_t element_bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   uint32_t align = 256;
-  while (align > 4 && (a % align) != 0) align /= 2;
+  while (align > element_bytes && (a % align) != 0) align /= 2;
   return align;
+}
+
+// The cuBLASLt element type of A and B for an operand type.
+cudaDataType_t operand_type(DType t) {
+  switch (t) {
+    case DType::fp32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::fp16:
+      return CUDA_R_16F;
+  }
+  throw std::invalid_argument("LtGemm: unknown operand type " +
+                              std::to_string(static_cast<int>(t)));
+}
+
+const char* operand_name(DType t) {
+  switch (t) {
+    case DType::fp32:
+      return "fp32";
+    case DType::bf16:
+      return "bf16";
+    case DType::fp16:
+      return "fp16";
+  }
+  return "?";
 }
 
 // RAII for the per-call descriptors.
@@ -54,8 +81,9 @@ LtGemm::~LtGemm() {
   cublasLtDestroy(handle_);
 }
 
-void LtGemm::run(cudaStream_t stream, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                 const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+void LtGemm::run(cudaStream_t stream, DType ab_type, bool trans_a, bool trans_b, int M, int N,
+                 int K, float alpha, const void* A, int lda, const void* B, int ldb, float beta,
+                 float* C, int ldc) {
   // Column-major view: C' (N x M, ldc) = opA'(B) (N x K) * opB'(A) (K x M).
   // A row-major X (r x c, ld) read column-major is X^T (c x r, ld).
   const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -63,26 +91,29 @@ void LtGemm::run(cudaStream_t stream, bool trans_a, bool trans_b, int M, int N, 
   // Stored shapes (before the op) in column-major terms.
   const uint64_t first_rows = trans_b ? K : N, first_cols = trans_b ? N : K;
   const uint64_t second_rows = trans_a ? M : K, second_cols = trans_a ? K : M;
+  const cudaDataType_t ab = operand_type(ab_type);
+  const uint32_t ab_bytes = ab_type == DType::fp32 ? 4 : 2;
 
   MatmulDescriptors d;
+  // 16-bit operands: tensor cores with fp32 accumulation. fp32 operands: fp32, or TF32
+  // tensor cores when allowed.
   const cublasComputeType_t compute =
-      allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      ab_type == DType::fp32 && allow_tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d.op, compute, CUDA_R_32F));
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
                                                        sizeof op_first));
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB,
                                                        &op_second, sizeof op_second));
-  TRAINCTL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, first_rows, first_cols, ldb));
-  TRAINCTL_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, second_rows, second_cols, lda));
+  TRAINCTL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.a, ab, first_rows, first_cols, ldb));
+  TRAINCTL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.b, ab, second_rows, second_cols, lda));
   TRAINCTL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, N, M, ldc));
 
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&d.pref));
   TRAINCTL_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes_, sizeof workspace_bytes_));
-  const uint32_t align_first = alignment_of(B), align_second = alignment_of(A);
-  const uint32_t align_c = alignment_of(C);
+  const uint32_t align_first = alignment_of(B, ab_bytes), align_second = alignment_of(A, ab_bytes);
+  const uint32_t align_c = alignment_of(C, sizeof(float));
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first, sizeof align_first));
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -92,8 +123,18 @@ void LtGemm::run(cudaStream_t stream, bool trans_a, bool trans_b, int M, int N, 
   TRAINCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c));
 
-  const ProblemKey key = {trans_a,     trans_b,      M,      N, K, lda, ldb, ldc,
-                          align_first, align_second, align_c};
+  const ProblemKey key = {static_cast<int64_t>(ab_type),
+                          trans_a,
+                          trans_b,
+                          M,
+                          N,
+                          K,
+                          lda,
+                          ldb,
+                          ldc,
+                          align_first,
+                          align_second,
+                          align_c};
   auto it = algos_.find(key);
   if (it == algos_.end()) {
     cublasLtMatmulHeuristicResult_t result{};
@@ -101,12 +142,12 @@ void LtGemm::run(cudaStream_t stream, bool trans_a, bool trans_b, int M, int N, 
     TRAINCTL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, d.op, d.a, d.b, d.c, d.c, d.pref,
                                                          1, &result, &found));
     if (found == 0) {
-      throw std::runtime_error("cuBLASLt has no fp32 algorithm for gemm M=" + std::to_string(M) +
-                               " N=" + std::to_string(N) + " K=" + std::to_string(K) +
-                               " (trans_a=" + std::to_string(trans_a) +
-                               ", trans_b=" + std::to_string(trans_b) +
-                               ", lda=" + std::to_string(lda) + ", ldb=" + std::to_string(ldb) +
-                               ", ldc=" + std::to_string(ldc) + ")");
+      throw std::runtime_error(
+          std::string("cuBLASLt has no algorithm for gemm with ") + operand_name(ab_type) +
+          " operands and fp32 results, M=" + std::to_string(M) + " N=" + std::to_string(N) +
+          " K=" + std::to_string(K) + " (trans_a=" + std::to_string(trans_a) +
+          ", trans_b=" + std::to_string(trans_b) + ", lda=" + std::to_string(lda) +
+          ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) + ")");
     }
     it = algos_.emplace(key, result.algo).first;
   }
