@@ -71,6 +71,10 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  decay: " << o.decay << "\n  min_lr: " << format_real(o.min_lr) << "\n";
 
   y << "precision:\n  compute: " << to_string(s.precision.compute) << "\n";
+  if (s.precision.compute == DType::fp16) {
+    y << "  loss_scale: " << format_real(s.precision.loss_scale)
+      << "\n  loss_scale_growth_steps: " << s.precision.loss_scale_growth_steps << "\n";
+  }
 
   const CheckpointSpec& c = s.checkpoint;
   y << "checkpoint:\n  every_steps: " << c.every_steps

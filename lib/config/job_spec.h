@@ -75,6 +75,10 @@ struct OptimizerSpec {
 
 struct PrecisionSpec {
   DType compute = DType::fp32;
+  // fp16 only: dynamic loss scaling (optim/loss_scaler.h) starts at loss_scale and doubles
+  // after loss_scale_growth_steps finite steps in a row.
+  double loss_scale = 65536.0;
+  int loss_scale_growth_steps = 1000;
 
   bool operator==(const PrecisionSpec&) const = default;
 };

@@ -104,7 +104,8 @@ void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
 }
 
 void read_precision(const MapReader& top, PrecisionSpec& precision) {
-  const MapReader r = top.section("precision", {"compute"});
+  const MapReader r =
+      top.section("precision", {"compute", "loss_scale", "loss_scale_growth_steps"});
   std::string compute = to_string(precision.compute);
   r.read_choice("compute", compute, {"fp32", "bf16", "fp16"},
                 {{"float32", "fp32"},
@@ -115,6 +116,15 @@ void read_precision(const MapReader& top, PrecisionSpec& precision) {
   precision.compute = compute == "bf16"   ? DType::bf16
                       : compute == "fp16" ? DType::fp16
                                           : DType::fp32;
+  r.read("loss_scale", precision.loss_scale, {1.0, false, 16777216.0, false});
+  r.read("loss_scale_growth_steps", precision.loss_scale_growth_steps, {1});
+  for (const char* key : {"loss_scale", "loss_scale_growth_steps"}) {
+    if (r.has(key) && precision.compute != DType::fp16) {
+      r.fail_at(key,
+                "loss scaling is only used with compute: fp16 (fp32 and bf16 have fp32's "
+                "exponent range); remove it or set precision.compute: fp16");
+    }
+  }
 }
 
 void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {

@@ -99,7 +99,20 @@ std::string summary(const JobSpec& s) {
       << detail::format_real(o.min_lr) << " (" << o.decay << ", warmup " << o.warmup_steps
       << "), weight_decay " << detail::format_real(o.weight_decay) << ", grad_clip "
       << detail::format_real(t.grad_clip) << "\n";
-  out << "precision:  " << to_string(s.precision.compute) << " compute\n";
+  out << "precision:  ";
+  switch (s.precision.compute) {
+    case DType::fp32:
+      out << "fp32\n";
+      break;
+    case DType::bf16:
+      out << "bf16 matrix products (fp32 accumulation, weights and optimizer in fp32)\n";
+      break;
+    case DType::fp16:
+      out << "fp16 matrix products (fp32 accumulation), dynamic loss scale from "
+          << detail::format_real(s.precision.loss_scale) << " (doubles every "
+          << s.precision.loss_scale_growth_steps << " finite steps, halves on overflow)\n";
+      break;
+  }
   out << "memory:     ~" << mib(state_bytes_per_worker(s))
       << " per worker for weights, gradients and optimizer state (activations not included)\n";
   out << "checkpoint: "

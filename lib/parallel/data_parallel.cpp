@@ -74,6 +74,15 @@ double DataParallel::clip_grad_norm(double norm, double max_norm) {
                : optim::clip_grad_norm(gpt_.params(), backend_, norm, max_norm);
 }
 
+void DataParallel::scale_grads(double factor) {
+  if (zero_) {
+    zero_->scale_grads(factor);
+  } else {
+    backend_.scale(gpt_.params().grads(), static_cast<float>(factor),
+                   static_cast<size_t>(gpt_.params().total()));
+  }
+}
+
 void DataParallel::step(double lr) { optimizer_->step(lr); }
 
 StepCommStats DataParallel::stats() const {

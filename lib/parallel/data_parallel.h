@@ -72,6 +72,9 @@ class DataParallel {
   // Scales the gradient (or the owned shard) so its norm is at most max_norm; returns
   // the factor (1 when max_norm <= 0 or the norm is within it).
   double clip_grad_norm(double norm, double max_norm);
+  // Multiplies the gradient (or the owned shard) by `factor` (fp16 loss scaling divides
+  // the scale back out with it).
+  void scale_grads(double factor);
   // Optimizer update (under ZeRO followed by the parameter allgather).
   void step(double lr);
 

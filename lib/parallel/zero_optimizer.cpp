@@ -100,9 +100,13 @@ double ZeroAdamW::clip_grad_norm(double norm, double max_norm) {
   if (max_norm <= 0 || norm <= max_norm || !std::isfinite(norm)) return 1.0;
   // Same factor as optim::clip_grad_norm, so sharded and unsharded runs match.
   const double factor = max_norm / (norm + 1e-6);
+  scale_grads(factor);
+  return factor;
+}
+
+void ZeroAdamW::scale_grads(double factor) {
   const auto n = static_cast<size_t>(shard_end() - shard_begin());
   if (n > 0) backend_.scale(shard_grads(), static_cast<float>(factor), n);
-  return factor;
 }
 
 void ZeroAdamW::step(double lr) {

@@ -47,6 +47,7 @@ class ZeroAdamW final : public optim::Optimizer {
   // Scales the owned gradient shard so the global norm is at most max_norm (no-op when
   // max_norm <= 0 or the norm is within it); returns the factor applied.
   double clip_grad_norm(double norm, double max_norm);
+  void scale_grads(double factor);  // the owned shard of the gradient *= factor
   // AdamW on the owned slice, then allgather of the parameters.
   void step(double lr) override;
   // AdamW's two moments for the owned shard.

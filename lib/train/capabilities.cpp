@@ -27,11 +27,6 @@ void check_trainable(const config::JobSpec& spec) {
            "ZeRO-2 reduce-scatters gradients in fp32; bf16 gradient communication applies to "
            "zero: 0 and 1. Use grad_comm: fp32 with zero: 2");
   }
-  if (spec.precision.compute == config::DType::fp16) {
-    refuse(spec, "precision.compute",
-           "fp16 matrix products need loss scaling, which trainctl does not do yet; use bf16 "
-           "(fp32's range, no scaling needed) or fp32");
-  }
 }
 
 }  // namespace trainctl::train

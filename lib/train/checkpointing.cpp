@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "checkpoint/commit.h"
@@ -21,6 +22,7 @@ namespace fs = std::filesystem;
 struct Checkpointer::Snapshot {
   int64_t step = 0;
   int64_t optimizer_step = 0;
+  std::optional<optim::LossScalerState> loss_scale;  // fp16 runs
   std::vector<std::string> names;
   std::vector<model::TensorShard> shards;
   std::vector<std::vector<float>> values;
@@ -80,6 +82,7 @@ void Checkpointer::save(int64_t step, bool async) {
   auto snap = std::make_unique<Snapshot>();
   snap->step = step;
   snap->optimizer_step = opt.step;
+  if (e_.loss_scaler) snap->loss_scale = e_.loss_scaler->state();
   if (e_.groups.coord.dp == 0) {
     const model::ParameterSet& params = e_.gpt.params();
     auto add = [&](const std::string& name, const model::Param& p, const float* base) {
@@ -170,6 +173,10 @@ void Checkpointer::commit(int64_t step) {
   // random state of the data stream; nothing else in training draws random numbers.
   m.rng = {{"seed", spec.seed}, {"sampler", "counter-based: (seed, step, micro-batch, row)"}};
   m.extra = {{"job", spec.name}, {"global_batch_size", e_.layout.global_batch()}};
+  if (snapshot_ && snapshot_->loss_scale) {
+    m.extra["loss_scale"] = {{"scale", snapshot_->loss_scale->scale},
+                             {"good_steps", snapshot_->loss_scale->good_steps}};
+  }
   m.producer = "trainctl " TRAINCTL_VERSION;
   m.files = checkpoint::collect_shard_records(tmp_, e_.groups.world->size());
   checkpoint::write_metadata(tmp_, m);
@@ -282,6 +289,13 @@ int64_t Checkpointer::restore(const std::string& resume) {
     state.buffers.push_back(std::move(buffer));
   }
   opt.load_state(state);
+  // fp16: continue with the saved loss scale (a checkpoint from an fp32/bf16 run has none:
+  // the scale starts from precision.loss_scale).
+  const nlohmann::json& extra = reader.metadata().extra;
+  if (e_.loss_scaler && extra.contains("loss_scale")) {
+    e_.loss_scaler->load({extra["loss_scale"].at("scale").get<double>(),
+                          extra["loss_scale"].at("good_steps").get<int64_t>()});
+  }
   if (world.rank() == 0 && say_) {
     const auto& l = reader.metadata().layout;
     say_("resumed from " + chosen.string() + ": step " + std::to_string(step) +

@@ -58,6 +58,7 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
                s.optimizer.decay},
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
   gpt.init_weights(s.seed);
+  if (s.precision.compute == config::DType::fp16) loss_scaler.emplace(loss_scaler_options(s));
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 
@@ -67,13 +68,15 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   double loss_sum = 0.0;
   int64_t loss_count = 0;
   StepOutcome out;
+  const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
+  const float dloss = static_cast<float>(grad_scale * loss_scale);
   if (!pipeline) {
     for (int m = 0; m < layout.grad_accum; ++m) {
       // Gradient buckets travel only with the step's last micro-batch.
       data_parallel.begin_micro_batch(m + 1 == layout.grad_accum);
       int64_t n = 0;
       loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
-                                       batch.micro_targets(layout, m), grad_scale, &n);
+                                       batch.micro_targets(layout, m), dloss, &n);
       loss_count += n;
     }
   } else {
@@ -82,7 +85,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
           return parallel::MicroBatchData{batch.micro_tokens(layout, m),
                                           batch.micro_targets(layout, m)};
         },
-        grad_scale, [&] { data_parallel.begin_micro_batch(true); });
+        dloss, [&] { data_parallel.begin_micro_batch(true); });
     parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true);
     loss_sum = r.loss_sum;
     loss_count = r.loss_count;
@@ -107,7 +110,18 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     out.all_written = static_cast<int>(totals[4]) == groups.world->size();
   }
   out.loss = loss_sum / static_cast<double>(loss_count);
-  out.grad_norm = data_parallel.grad_norm();
+  out.grad_norm = data_parallel.grad_norm();  // the same on every rank
+  out.lr = schedule.at(step);
+  if (loss_scaler && std::isfinite(out.loss)) {
+    // Every rank sees the same norm, so all skip (or all step) together.
+    out.loss_scale = loss_scale;
+    if (!loss_scaler->update(std::isfinite(out.grad_norm))) {
+      out.skipped = true;
+      return out;
+    }
+    out.grad_norm /= loss_scale;
+    data_parallel.scale_grads(1.0 / loss_scale);
+  }
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
     throw std::runtime_error(
         "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(out.loss) +
@@ -115,7 +129,6 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
         ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
   }
   data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip);
-  out.lr = schedule.at(step);
   data_parallel.step(out.lr);
   return out;
 }

@@ -17,6 +17,7 @@
 #include "model/gpt.h"
 #include "ops/backend.h"
 #include "optim/lr_schedule.h"
+#include "optim/loss_scaler.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline_executor.h"
 
@@ -38,6 +39,8 @@ struct StepOutcome {
   bool checkpoint = false;       // some rank asked for a checkpoint after this step
   bool all_written = true;       // every rank's background checkpoint write has finished
   double pipeline_idle_s = 0.0;  // this rank's wait for pipeline neighbours
+  double loss_scale = 0.0;       // fp16: the scale this step's gradients carried (else 0)
+  bool skipped = false;          // fp16: gradients overflowed, no update (the scale fell)
 };
 
 struct Engine {
@@ -66,6 +69,9 @@ struct Engine {
   parallel::DataParallel data_parallel;
   std::optional<parallel::PipelineExecutor> pipeline;
   optim::LrSchedule schedule;
+  // With precision.compute: fp16 (else empty): multiplies the loss gradient, skips steps
+  // whose gradients overflow.
+  std::optional<optim::DynamicLossScaler> loss_scaler;
   // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
   // then summed, so the result equals one worker processing the whole global batch.
   float grad_scale;

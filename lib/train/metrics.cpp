@@ -52,6 +52,11 @@ std::string MetricsReporter::format(const StepMetrics& m) const {
     n = std::snprintf(buf, sizeof buf, " | val %.4f", *m.val_loss);
     s.append(buf, static_cast<size_t>(n));
   }
+  if (m.skipped) {
+    n = std::snprintf(buf, sizeof buf, " | gradients overflowed at loss scale %g: step skipped",
+                      m.loss_scale.value_or(0.0));
+    s.append(buf, static_cast<size_t>(n));
+  }
   return s;
 }
 
@@ -70,6 +75,9 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
     if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
     j["optimizer_state_mb"] = m.optimizer_state_mb;
+    if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
+    if (m.skipped) j["skipped"] = true;
+    if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
     file_ << j.dump() << '\n';
     file_.flush();

@@ -30,6 +30,12 @@ struct StepMetrics {
   std::vector<double> pipeline_idle_ms;
   std::optional<double> pipeline_bubble;
   double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
+  // fp16 only: the loss scale this step's gradients carried, and whether they overflowed
+  // (the update was skipped and the scale halved).
+  std::optional<double> loss_scale;
+  bool skipped = false;
+  // device: cuda: the peak of rank 0's caching allocator so far, in MiB.
+  std::optional<double> device_mem_peak_mb;
   double elapsed_s = 0.0;
 };
 

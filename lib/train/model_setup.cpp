@@ -50,4 +50,11 @@ ops::BackendOptions backend_options(const config::JobSpec& spec) {
   return o;
 }
 
+optim::LossScalerOptions loss_scaler_options(const config::JobSpec& spec) {
+  optim::LossScalerOptions o;
+  o.initial_scale = spec.precision.loss_scale;
+  o.growth_interval = spec.precision.loss_scale_growth_steps;
+  return o;
+}
+
 }  // namespace trainctl::train

@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 #include "model/gpt_config.h"
 #include "ops/backend.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 
 namespace trainctl::train {
@@ -14,5 +15,7 @@ data::DatasetOptions dataset_options(const config::JobSpec& spec);
 optim::OptimizerOptions optimizer_options(const config::JobSpec& spec);
 // Threads and the matrix-product type (precision.compute) of this worker's backend.
 ops::BackendOptions backend_options(const config::JobSpec& spec);
+// Dynamic loss scaling, for precision.compute: fp16 only.
+optim::LossScalerOptions loss_scaler_options(const config::JobSpec& spec);
 
 }  // namespace trainctl::train

@@ -138,8 +138,15 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
       m.exposed_comm_ms = comm.exposed_s * 1e3;
     }
     m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
+    if (e.loss_scaler) m.loss_scale = out.loss_scale;
+    m.skipped = out.skipped;
+    if (e.backend->device() == Device::cuda) {
+      m.device_mem_peak_mb =
+          static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
+    }
     const bool last = step + 1 == steps || out.stop;
-    const bool log_step = (step + 1) % spec.logging.every_steps == 0 || step == 0 || last;
+    const bool log_step =
+        (step + 1) % spec.logging.every_steps == 0 || step == 0 || last || out.skipped;
     if (e.pipeline && log_step) {
       m.pipeline_idle_ms = gather_pipeline_idle_ms(e, out.pipeline_idle_s);
       double idle = 0;

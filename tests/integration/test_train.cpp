@@ -175,15 +175,15 @@ TEST_CASE("SIGTERM stops training at a step boundary and keeps the results", "[t
 
 TEST_CASE("train refuses what this build cannot train, before spawning", "[train]") {
   TempDir dir("refuse");
-  const fs::path job = tiny_job(dir.path(), "fp16", "{tp: 2}",
-                                "{steps: 2, micro_batch_size: 2, global_batch_size: 2}");
+  const fs::path job = tiny_job(dir.path(), "zero-sgd", "{dp: 2, zero: 1}",
+                                "{steps: 2, micro_batch_size: 2, global_batch_size: 4}");
   const ProcResult r =
-      run_trainctl({"train", job.string(), "--set", "precision.compute=fp16"}, dir.path());
+      run_trainctl({"train", job.string(), "--set", "optimizer.type=sgd"}, dir.path());
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("precision.compute"));
-  CHECK_FALSE(fs::exists(dir.path() / "runs" / "fp16" / "logs"));
+  CHECK_THAT(r.err, Catch::Contains("parallel.zero"));
+  CHECK_FALSE(fs::exists(dir.path() / "runs" / "zero-sgd" / "logs"));
   // The same spec is fine for validate.
-  CHECK(run_trainctl({"validate", job.string(), "--set", "precision.compute=fp16"}, dir.path())
+  CHECK(run_trainctl({"validate", job.string(), "--set", "optimizer.type=sgd"}, dir.path())
             .exit_code == 0);
 }
 

@@ -145,6 +145,12 @@ device: gpu
   compute: bfloat16
 )",
                 "job.yaml:2:12:", "precision.compute", {"Did you mean `bf16`?"});
+  require_error(R"(precision:
+  compute: bf16
+  loss_scale: 1024
+)",
+                "job.yaml:3:15:", "precision.loss_scale",
+                {"only used with compute: fp16", "set precision.compute: fp16"});
   require_error(R"(optimizer:
   decay: cosin
 )",
