@@ -16,8 +16,8 @@
 #include "data/sampler.h"
 #include "model/gpt.h"
 #include "ops/backend.h"
-#include "optim/lr_schedule.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline_executor.h"
 

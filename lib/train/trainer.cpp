@@ -141,8 +141,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     if (e.loss_scaler) m.loss_scale = out.loss_scale;
     m.skipped = out.skipped;
     if (e.backend->device() == Device::cuda) {
-      m.device_mem_peak_mb =
-          static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
+      m.device_mem_peak_mb = static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
     }
     const bool last = step + 1 == steps || out.stop;
     const bool log_step =
