@@ -20,10 +20,13 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   std::optional<double> val_loss;
-  // Data-parallel communication this step (absent with one DP rank): time in collectives
-  // and the part the training thread waited for (not hidden behind the backward pass).
+  // Data-parallel communication this step (absent with one DP rank), minima over the DP
+  // ranks: time in collectives, and the part the training thread of the last rank to
+  // finish its backward pass waited for (not hidden behind the backward pass). The
+  // maximum wait also counts earlier ranks waiting for that one (load imbalance).
   std::optional<double> comm_ms;
   std::optional<double> exposed_comm_ms;
+  std::optional<double> dp_wait_max_ms;
   // Pipeline parallelism: each pipeline stage's time waiting for its neighbours this step
   // (stage 0 first; measured on the stage's DP 0 / TP 0 rank), and that time as a share of
   // the step (the measured bubble, comparable to `trainctl plan`'s).

@@ -46,6 +46,23 @@ std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
   return per_stage;
 }
 
+// This step's gradient communication over the DP group, seen from both ends: the rank
+// whose backward pass finished last sets the step time and waits only for the part of
+// the communication its backward could not hide; the others also wait for it (load
+// imbalance, not communication). So exposed_comm_ms is the minimum over the DP ranks and
+// dp_wait_max_ms the maximum (a collective over DP: all ranks call it on the same steps,
+// when the gradient reduction has finished and the group is idle).
+void add_dp_comm_stats(Engine& e, StepMetrics& m) {
+  const parallel::StepCommStats mine = e.data_parallel.stats();
+  // max of negated values gives the minima: one collective for both.
+  float v[4] = {static_cast<float>(-mine.comm_s), static_cast<float>(-mine.exposed_s),
+                static_cast<float>(mine.comm_s), static_cast<float>(mine.exposed_s)};
+  e.groups.dp->allreduce(v, 4, comm::ReduceOp::max);
+  m.comm_ms = -v[0] * 1e3;
+  m.exposed_comm_ms = -v[1] * 1e3;
+  m.dp_wait_max_ms = v[3] * 1e3;
+}
+
 void announce(const Engine& e, MetricsReporter& reporter) {
   const model::GptConfig& cfg = e.gpt.config();
   spdlog::info("model: GPT {} layers, {} heads, d_model {}, vocab {}, seq_len {}: {} parameters",
@@ -132,11 +149,6 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     m.grad_norm = out.grad_norm;
     m.step_ms = seconds_since(t_step) * 1e3;
     m.elapsed_s = seconds_since(t_start);
-    if (e.groups.dp->size() > 1) {
-      const parallel::StepCommStats comm = e.data_parallel.stats();
-      m.comm_ms = comm.comm_s * 1e3;
-      m.exposed_comm_ms = comm.exposed_s * 1e3;
-    }
     m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
     if (e.loss_scaler) m.loss_scale = out.loss_scale;
     m.skipped = out.skipped;
@@ -146,6 +158,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     const bool last = step + 1 == steps || out.stop;
     const bool log_step =
         (step + 1) % spec.logging.every_steps == 0 || step == 0 || last || out.skipped;
+    if (e.groups.dp->size() > 1 && log_step) add_dp_comm_stats(e, m);
     if (e.pipeline && log_step) {
       m.pipeline_idle_ms = gather_pipeline_idle_ms(e, out.pipeline_idle_s);
       double idle = 0;
