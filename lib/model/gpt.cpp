@@ -182,14 +182,19 @@ std::vector<std::pair<int64_t, int64_t>> Gpt::grad_pieces() const {
     pieces.emplace_back(begin, end);
     end = begin;
   }
-  // The last block's MLP half runs on through ln_f.
+  // kPiecesPerBlock per block, in block_backward's order; the last block's first piece
+  // runs on through ln_f.
   for (size_t j = blocks_.size(); j-- > 0;) {
     const BlockParams& b = blocks_[j];
-    const int64_t attn_begin = params_.at(static_cast<size_t>(b.ln1_w)).offset;
-    const int64_t mlp_begin = params_.at(static_cast<size_t>(b.ln2_w)).offset;
-    pieces.emplace_back(mlp_begin, end);
-    pieces.emplace_back(attn_begin, mlp_begin);
-    end = attn_begin;
+    const int64_t starts[kPiecesPerBlock] = {
+        params_.at(static_cast<size_t>(b.fc_w)).offset,    // c_fc, mlp.c_proj
+        params_.at(static_cast<size_t>(b.ln2_w)).offset,   // ln_2
+        params_.at(static_cast<size_t>(b.attn_w)).offset,  // c_attn, attn.c_proj
+        params_.at(static_cast<size_t>(b.ln1_w)).offset};  // ln_1
+    for (int64_t begin : starts) {
+      pieces.emplace_back(begin, end);
+      end = begin;
+    }
   }
   if (wte_ >= 0) {
     const int64_t wte_begin = params_.at(static_cast<size_t>(wte_)).offset;
@@ -299,7 +304,7 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
 
 // dres holds d(block output) on entry and d(block input) on exit.
 void Gpt::block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
-                         int mlp_piece, bool report) {
+                         int first_piece, bool report) {
   const int N = B_ * T_, C = config_.d_model;
   const size_t NC = static_cast<size_t>(N) * C;
   auto& be = backend_;
@@ -308,24 +313,32 @@ void Gpt::block_backward(const BlockParams& p, const BlockActs& a, const float* 
   be.linear_backward(d4C_a_, w.grad(p.fc_proj_w), w.grad(p.fc_proj_b), dres, a.gelu,
                      w.data(p.fc_proj_w), N, C_mlp_, C);
   be.gelu_backward(d4C_b_, a.fc, d4C_a_, static_cast<size_t>(N) * C_mlp_);
-  // Column-parallel c_fc: each rank has part of d(ln_2 output); the allreduce sums them.
-  be.linear_backward(dC_, w.grad(p.fc_w), w.grad(p.fc_b), d4C_b_, a.ln2, w.data(p.fc_w), N, C,
+  // Column-parallel c_fc: its weight gradient first, so that data parallelism can reduce
+  // the MLP's matrices while this rank computes d(ln_2 output) (the same product as
+  // linear_backward's, through gemm). Each TP rank has part of that; the allreduce sums.
+  be.linear_backward(nullptr, w.grad(p.fc_w), w.grad(p.fc_b), d4C_b_, a.ln2, w.data(p.fc_w), N, C,
                      C_mlp_);
+  if (report) report_grad_ready(first_piece);
+  be.gemm(false, false, N, C, C_mlp_, 1.0f, d4C_b_, C_mlp_, w.data(p.fc_w), C, 0.0f, dC_, C);
   tp_allreduce(dC_, NC);
   be.layernorm_backward(dC2_, w.grad(p.ln2_w), w.grad(p.ln2_b), dC_, a.res1, w.data(p.ln2_w),
                         a.ln2_mean, a.ln2_rstd, N, C);
-  if (report) report_grad_ready(mlp_piece);
+  if (report) report_grad_ready(first_piece + 1);
   be.add_inplace(dres, dC2_, NC);
-  // Attention branch.
+  // Attention branch, c_attn's weight gradient before its input gradient likewise: in
+  // block 0 this leaves only ln_1 and the embeddings for the exposed tail of the step.
   be.linear_backward(dC_, w.grad(p.attn_proj_w), w.grad(p.attn_proj_b), dres, a.att,
                      w.data(p.attn_proj_w), N, C_attn_, C);
   be.attention_backward(dqkv_, dC_, a.qkv, a.att, a.lse, B_, T_, C_attn_, NH_local_);
-  be.linear_backward(dC_, w.grad(p.attn_w), w.grad(p.attn_b), dqkv_, a.ln1, w.data(p.attn_w), N, C,
-                     3 * C_attn_);
+  be.linear_backward(nullptr, w.grad(p.attn_w), w.grad(p.attn_b), dqkv_, a.ln1, w.data(p.attn_w), N,
+                     C, 3 * C_attn_);
+  if (report) report_grad_ready(first_piece + 2);
+  be.gemm(false, false, N, C, 3 * C_attn_, 1.0f, dqkv_, 3 * C_attn_, w.data(p.attn_w), C, 0.0f, dC_,
+          C);
   tp_allreduce(dC_, NC);
   be.layernorm_backward(dC2_, w.grad(p.ln1_w), w.grad(p.ln1_b), dC_, x, w.data(p.ln1_w), a.ln1_mean,
                         a.ln1_rstd, N, C);
-  if (report) report_grad_ready(mlp_piece + 1);
+  if (report) report_grad_ready(first_piece + 3);
   be.add_inplace(dres, dC2_, NC);
 }
 
@@ -344,13 +357,13 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
     const int block = first + j;
     block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
-                   base + 2 * (nb - 1 - block), report);
+                   base + kPiecesPerBlock * (nb - 1 - block), report);
   }
   if (!has_embedding(chunk)) return dres_;
   backend_.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, vocab_, B_, T_,
                               C);
   // The embeddings' piece(s): wte's own piece, when it has one, the caller reports.
-  if (report) report_grad_ready(base + 2 * nb);
+  if (report) report_grad_ready(base + kPiecesPerBlock * nb);
   return nullptr;
 }
 

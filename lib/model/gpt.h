@@ -96,11 +96,13 @@ class Gpt {
 
   // The flat gradient buffer as contiguous pieces, [begin, end) float offsets, descending
   // through the buffer in the order the backward pass makes them final: the LM head's copy
-  // of the tied embedding (if any), then for each block from the last to the first its MLP
-  // half (ln_2, c_fc, mlp.c_proj; the last block's also holds ln_f) and its attention half
-  // (ln_1, c_attn, attn.c_proj), then the embeddings (wpe and wte as two pieces when wte's
-  // gradient is exchanged with the last stage, else one). Half-layer pieces let data parallelism
-  // start reducing a block's MLP gradients while the same block's attention backward runs.
+  // of the tied embedding (if any), then for each block from the last to the first four
+  // pieces: its MLP matrices (c_fc, mlp.c_proj; the last block's also holds ln_f), ln_2,
+  // its attention matrices (c_attn, attn.c_proj), ln_1; then the embeddings (wpe and wte as
+  // two pieces when wte's gradient is exchanged with the last stage, else one). A block's
+  // matrices are final before the input gradient of its c_fc / c_attn is computed, so data
+  // parallelism reduces them behind that product: the step's exposed tail is only ln_1 of
+  // the first block and the embeddings.
   std::vector<std::pair<int64_t, int64_t>> grad_pieces() const;
   // The piece holding the tied embedding on a stage that must exchange its gradient with
   // the other end of the pipeline (pp > 1), or -1. backward_chunk never reports it: the
@@ -128,8 +130,10 @@ class Gpt {
   void declare_params();
   void allocate_activations(int slots);
   void block_forward(const BlockParams& p, BlockActs& a, const float* x);
+  // Reports pieces first_piece .. first_piece + kPiecesPerBlock - 1 as they become final.
   void block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
-                      int mlp_piece, bool report);
+                      int first_piece, bool report);
+  static constexpr int kPiecesPerBlock = 4;
   void head_forward(ChunkActs& a, const float* top, const int32_t* targets, bool backward,
                     float grad_scale, ChunkLoss* loss);
   void tp_allreduce(float* data, size_t count, comm::ReduceOp op = comm::ReduceOp::sum);

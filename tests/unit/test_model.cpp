@@ -46,12 +46,15 @@ TEST_CASE("GPT parameters: nanoGPT names, shapes and count", "[model]") {
   for (const auto& q : p.list()) n += q.numel;
   CHECK(n == tiny().num_params());
   // Gradient pieces, in backward order, tile the flat buffer from its end to its start:
-  // block 1's MLP half (with ln_f), its attention half, block 0's halves, the embeddings.
+  // block 1's MLP matrices (with ln_f), ln_2, attention matrices, ln_1; block 0's four;
+  // the embeddings.
   const auto pieces = gpt.grad_pieces();
-  REQUIRE(pieces.size() == 2 * 2 + 1);
+  REQUIRE(pieces.size() == 2 * 4 + 1);
   CHECK(pieces.front().second == p.total());
-  CHECK(pieces.front().first == p.find("transformer.h.1.ln_2.weight").offset);
-  CHECK(pieces[1].first == p.find("transformer.h.1.ln_1.weight").offset);
+  CHECK(pieces[0].first == p.find("transformer.h.1.mlp.c_fc.weight").offset);
+  CHECK(pieces[1].first == p.find("transformer.h.1.ln_2.weight").offset);
+  CHECK(pieces[2].first == p.find("transformer.h.1.attn.c_attn.weight").offset);
+  CHECK(pieces[3].first == p.find("transformer.h.1.ln_1.weight").offset);
   for (size_t i = 1; i < pieces.size(); ++i) CHECK(pieces[i].second == pieces[i - 1].first);
   CHECK(pieces.back().first == 0);
 }
