@@ -6,9 +6,14 @@ micro-batch 8 per worker) it runs, in one invocation:
   - trainctl, one worker with 1 thread;
   - trainctl, DP=2 with 1 thread per worker (global batch 16);
   - PyTorch 1 process with 1 thread, and PyTorch DDP (gloo) 2 processes x 1 thread.
+It also runs two independent one-worker jobs at once: the most two processes can get
+from this machine (shared memory bandwidth and caches), the ceiling for DP=2.
 It prints tokens/s, the DP=2 speed-up and scaling efficiency, and for trainctl the
 gradient communication time and how much of it was hidden behind the backward pass
-(from metrics.jsonl: comm_ms and exposed_comm_ms). One JSON line per case, then a table.
+(from metrics.jsonl: comm_ms and exposed_comm_ms, minima over the DP ranks: what the rank
+that finished its backward last waited for) and the longest wait of any rank
+(dp_wait_max_ms: also the faster rank waiting for the slower one). One JSON line per case,
+then a table.
 
 Usage: scripts/bench/bench_dp.py [--trainctl build/trainctl] [--steps 12] [--quick]
 """
@@ -38,11 +43,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def trainctl_run(binary, shape, dp, steps):
-    with tempfile.TemporaryDirectory() as d:
-        spec = os.path.join(d, "job.yaml")
-        with open(spec, "w") as f:
-            f.write(f"""name: bench-dp
+def write_spec(d, shape, dp, steps):
+    spec = os.path.join(d, "job.yaml")
+    with open(spec, "w") as f:
+        f.write(f"""name: bench-dp
 run_dir: {d}/run
 model: {{vocab_size: {VOCAB}, seq_len: {shape['T']}, n_layer: {shape['L']}, n_head: {shape['H']}, d_model: {shape['C']}}}
 data: {{type: synthetic}}
@@ -52,16 +56,40 @@ optimizer: {{lr: 1.0e-3}}
 logging: {{every_steps: 1}}
 runtime: {{comm_selftest: false}}
 """)
-        subprocess.run([binary, "train", spec], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        rows = [json.loads(l) for l in open(os.path.join(d, "run", "metrics.jsonl"))][2:]
+    return spec
+
+
+def summarize(d, shape, dp):
+    rows = [json.loads(l) for l in open(os.path.join(d, "run", "metrics.jsonl"))][2:]
     step_ms = statistics.median(r["step_ms"] for r in rows)
     out = {"tok_s": shape["B"] * dp * shape["T"] / (step_ms / 1e3), "step_ms": step_ms}
     if dp > 1:
         comm = sum(r["comm_ms"] for r in rows)
         exposed = sum(r["exposed_comm_ms"] for r in rows)
+        wait = sum(r["dp_wait_max_ms"] for r in rows)
         out.update(comm_ms=comm / len(rows), exposed_ms=exposed / len(rows),
+                   wait_max_ms=wait / len(rows),
                    hidden=1 - exposed / comm if comm > 0 else 1.0)
+    return out
+
+
+def trainctl_run(binary, shape, dp, steps, copies=1):
+    """`copies` independent jobs at once (2: the machine's ceiling for two workers that
+    never communicate); returns the first job's summary with tok_s summed over copies."""
+    dirs = [tempfile.TemporaryDirectory() for _ in range(copies)]
+    try:
+        procs = [subprocess.Popen([binary, "train", write_spec(d.name, shape, dp, steps)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for d in dirs]
+        for p in procs:
+            if p.wait() != 0:
+                raise RuntimeError("trainctl run failed")
+        outs = [summarize(d.name, shape, dp) for d in dirs]
+    finally:
+        for d in dirs:
+            d.cleanup()
+    out = outs[0]
+    out["tok_s"] = sum(o["tok_s"] for o in outs)
     return out
 
 
@@ -88,25 +116,34 @@ def main():
     for shape in SHAPES[:1] if args.quick else SHAPES:
         name = "L{L}/H{H}/C{C}/T{T}/B{B}".format(**shape)
         one = trainctl_run(args.trainctl, shape, 1, args.steps)
+        pair = trainctl_run(args.trainctl, shape, 1, args.steps, copies=2)
         two = trainctl_run(args.trainctl, shape, 2, args.steps)
         t1 = torch_run(shape, 1, args.steps)
         t2 = torch_run(shape, 2, args.steps)
         row = {"case": name, "trainctl_1w_tok_s": round(one["tok_s"]),
                "trainctl_dp2_tok_s": round(two["tok_s"]),
                "trainctl_speedup": round(two["tok_s"] / one["tok_s"], 3),
+               "two_independent_speedup": round(pair["tok_s"] / one["tok_s"], 3),
+               "dp2_vs_independent": round(two["tok_s"] / pair["tok_s"], 3),
                "trainctl_comm_ms": round(two["comm_ms"], 1),
                "trainctl_exposed_comm_ms": round(two["exposed_ms"], 1),
                "trainctl_comm_hidden": round(two["hidden"], 3),
+               "trainctl_dp_wait_max_ms": round(two["wait_max_ms"], 1),
                "torch_1p_tok_s": round(t1), "torch_ddp2_tok_s": round(t2),
                "torch_speedup": round(t2 / t1, 3)}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    print(f"{'model':<20}{'trainctl 1w':>12}{'DP=2':>8}{'speedup':>9}{'comm ms':>9}{'hidden':>8}"
-          f"{'torch 1p':>10}{'DDP 2':>8}{'speedup':>9}")
+    print("ceiling = two independent one-worker jobs at once (no communication): what two\n"
+          "processes get from this machine; DP=2 / ceiling is the cost of data parallelism.")
+    print(f"{'model':<20}{'trainctl 1w':>12}{'DP=2':>8}{'speedup':>9}{'ceiling':>9}{'DP/ceil':>9}"
+          f"{'comm ms':>9}{'hidden':>8}{'wait ms':>9}{'torch 1p':>10}{'DDP 2':>8}{'speedup':>9}")
     for r in rows:
         print(f"{r['case']:<20}{r['trainctl_1w_tok_s']:>12}{r['trainctl_dp2_tok_s']:>8}"
-              f"{r['trainctl_speedup']:>9.2f}{r['trainctl_comm_ms']:>9.1f}{r['trainctl_comm_hidden']:>8.1%}"
+              f"{r['trainctl_speedup']:>9.2f}{r['two_independent_speedup']:>9.2f}"
+              f"{r['dp2_vs_independent']:>9.1%}"
+              f"{r['trainctl_comm_ms']:>9.1f}{r['trainctl_comm_hidden']:>8.1%}"
+              f"{r['trainctl_dp_wait_max_ms']:>9.1f}"
               f"{r['torch_1p_tok_s']:>10}{r['torch_ddp2_tok_s']:>8}{r['torch_speedup']:>9.2f}")
 
 
