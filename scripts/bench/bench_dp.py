@@ -15,7 +15,7 @@ that finished its backward last waited for) and the longest wait of any rank
 (dp_wait_max_ms: also the faster rank waiting for the slower one). One JSON line per case,
 then a table.
 
-Usage: scripts/bench/bench_dp.py [--trainctl build/trainctl] [--steps 12] [--quick]
+Usage: scripts/bench/bench_dp.py [--trainctl build/trainctl] [--steps 12] [--quick] [--repeat 3]
 """
 import argparse
 import json
@@ -106,45 +106,57 @@ def torch_run(shape, world, steps):
     return world * json.loads(outs[0].strip().splitlines()[-1])["tokens_per_s"]
 
 
+def measure(args, shape, name):
+    """One round: one worker, two independent workers, DP=2, PyTorch 1 process and DDP."""
+    one = trainctl_run(args.trainctl, shape, 1, args.steps)
+    pair = trainctl_run(args.trainctl, shape, 1, args.steps, copies=2)
+    two = trainctl_run(args.trainctl, shape, 2, args.steps)
+    t1 = torch_run(shape, 1, args.steps)
+    t2 = torch_run(shape, 2, args.steps)
+    return {"case": name, "trainctl_1w_tok_s": round(one["tok_s"]),
+            "trainctl_dp2_tok_s": round(two["tok_s"]),
+            "trainctl_speedup": round(two["tok_s"] / one["tok_s"], 3),
+            "two_independent_speedup": round(pair["tok_s"] / one["tok_s"], 3),
+            "dp2_vs_independent": round(two["tok_s"] / pair["tok_s"], 3),
+            "trainctl_comm_ms": round(two["comm_ms"], 1),
+            "trainctl_exposed_comm_ms": round(two["exposed_ms"], 1),
+            "trainctl_comm_hidden": round(two["hidden"], 3),
+            "trainctl_dp_wait_max_ms": round(two["wait_max_ms"], 1),
+            "torch_1p_tok_s": round(t1), "torch_ddp2_tok_s": round(t2),
+            "torch_speedup": round(t2 / t1, 3)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trainctl", default=os.path.join(ROOT, "build", "trainctl"))
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--quick", action="store_true", help="first shape only")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds per shape; the table shows each column's median")
     args = ap.parse_args()
     rows = []
     for shape in SHAPES[:1] if args.quick else SHAPES:
         name = "L{L}/H{H}/C{C}/T{T}/B{B}".format(**shape)
-        one = trainctl_run(args.trainctl, shape, 1, args.steps)
-        pair = trainctl_run(args.trainctl, shape, 1, args.steps, copies=2)
-        two = trainctl_run(args.trainctl, shape, 2, args.steps)
-        t1 = torch_run(shape, 1, args.steps)
-        t2 = torch_run(shape, 2, args.steps)
-        row = {"case": name, "trainctl_1w_tok_s": round(one["tok_s"]),
-               "trainctl_dp2_tok_s": round(two["tok_s"]),
-               "trainctl_speedup": round(two["tok_s"] / one["tok_s"], 3),
-               "two_independent_speedup": round(pair["tok_s"] / one["tok_s"], 3),
-               "dp2_vs_independent": round(two["tok_s"] / pair["tok_s"], 3),
-               "trainctl_comm_ms": round(two["comm_ms"], 1),
-               "trainctl_exposed_comm_ms": round(two["exposed_ms"], 1),
-               "trainctl_comm_hidden": round(two["hidden"], 3),
-               "trainctl_dp_wait_max_ms": round(two["wait_max_ms"], 1),
-               "torch_1p_tok_s": round(t1), "torch_ddp2_tok_s": round(t2),
-               "torch_speedup": round(t2 / t1, 3)}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        rounds = []
+        for _ in range(args.repeat):
+            rounds.append(measure(args, shape, name))
+            print(json.dumps(rounds[-1]), flush=True)
+        rows.append({k: name if k == "case" else statistics.median(r[k] for r in rounds)
+                     for k in rounds[0]})
     print()
     print("ceiling = two independent one-worker jobs at once (no communication): what two\n"
           "processes get from this machine; DP=2 / ceiling is the cost of data parallelism.")
+    if args.repeat > 1:
+        print(f"each column: the median of {args.repeat} rounds")
     print(f"{'model':<20}{'trainctl 1w':>12}{'DP=2':>8}{'speedup':>9}{'ceiling':>9}{'DP/ceil':>9}"
           f"{'comm ms':>9}{'hidden':>8}{'wait ms':>9}{'torch 1p':>10}{'DDP 2':>8}{'speedup':>9}")
     for r in rows:
-        print(f"{r['case']:<20}{r['trainctl_1w_tok_s']:>12}{r['trainctl_dp2_tok_s']:>8}"
+        print(f"{r['case']:<20}{r['trainctl_1w_tok_s']:>12.0f}{r['trainctl_dp2_tok_s']:>8.0f}"
               f"{r['trainctl_speedup']:>9.2f}{r['two_independent_speedup']:>9.2f}"
               f"{r['dp2_vs_independent']:>9.1%}"
               f"{r['trainctl_comm_ms']:>9.1f}{r['trainctl_comm_hidden']:>8.1%}"
               f"{r['trainctl_dp_wait_max_ms']:>9.1f}"
-              f"{r['torch_1p_tok_s']:>10}{r['torch_ddp2_tok_s']:>8}{r['torch_speedup']:>9.2f}")
+              f"{r['torch_1p_tok_s']:>10.0f}{r['torch_ddp2_tok_s']:>8.0f}{r['torch_speedup']:>9.2f}")
 
 
 if __name__ == "__main__":
