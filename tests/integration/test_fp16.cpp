@@ -108,7 +108,9 @@ TEST_CASE("fp16: layouts agree, and fp16 stays close to fp32", "[train][layout][
     CHECK(d2t2[s]["loss"].get<double>() == Approx(loss).epsilon(1e-4));
     CHECK(t2p2[s]["loss"].get<double>() == Approx(loss).epsilon(1e-4));
   }
-  // fp16 keeps 11 significant bits: closer to fp32 than bf16, but visibly rounded.
+  // fp16 keeps 11 significant bits: visibly rounded (measured 8e-4 relative at worst over
+  // 16 steps; bf16 1e-3), and a small perturbation of fp32, not a different run (a scale
+  // left in the gradients would multiply the update by 2^16).
   CHECK(worst_vs_fp32 > 1e-6);
-  CHECK(worst_vs_fp32 < 1e-3);
+  CHECK(worst_vs_fp32 < 1e-2);
 }
