@@ -134,11 +134,17 @@ double grad_norm(const model::ParameterSet& params, ops::Backend& backend) {
   return std::sqrt(backend.sum_squares(params.grads(), static_cast<size_t>(params.total())));
 }
 
+double clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0 || norm <= max_norm || !std::isfinite(norm)) return 1.0;
+  return max_norm / (norm + 1e-6);
+}
+
 double clip_grad_norm(model::ParameterSet& params, ops::Backend& backend, double norm,
                       double max_norm) {
-  if (max_norm <= 0 || norm <= max_norm || !std::isfinite(norm)) return 1.0;
-  const double factor = max_norm / (norm + 1e-6);
-  backend.scale(params.grads(), static_cast<float>(factor), static_cast<size_t>(params.total()));
+  const double factor = clip_factor(norm, max_norm);
+  if (factor != 1.0) {
+    backend.scale(params.grads(), static_cast<float>(factor), static_cast<size_t>(params.total()));
+  }
   return factor;
 }
 

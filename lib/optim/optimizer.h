@@ -57,6 +57,11 @@ void check_state(const OptimizerState& state, const std::vector<std::string>& na
 // reduction when sharded). Accumulated in double.
 double grad_norm(const model::ParameterSet& params, ops::Backend& backend);
 
+// The factor that brings a gradient of global norm `norm` to at most max_norm (1 when
+// max_norm <= 0, the norm is within it, or not finite). Every clipping path uses it, so
+// sharded and unsharded runs scale by the same float.
+double clip_factor(double norm, double max_norm);
+
 // Scales gradients so that their global norm is at most max_norm; returns the factor.
 double clip_grad_norm(model::ParameterSet& params, ops::Backend& backend, double norm,
                       double max_norm);

@@ -69,18 +69,17 @@ std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
   return out;
 }
 
-double DataParallel::clip_grad_norm(double norm, double max_norm) {
-  return zero_ ? zero_->clip_grad_norm(norm, max_norm)
-               : optim::clip_grad_norm(gpt_.params(), backend_, norm, max_norm);
-}
-
-void DataParallel::scale_grads(double factor) {
+double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale) {
+  const double clip = optim::clip_factor(norm, max_norm);
+  const double factor = clip * unscale;
+  if (factor == 1.0) return clip;
   if (zero_) {
     zero_->scale_grads(factor);
   } else {
     backend_.scale(gpt_.params().grads(), static_cast<float>(factor),
                    static_cast<size_t>(gpt_.params().total()));
   }
+  return clip;
 }
 
 void DataParallel::step(double lr) { optimizer_->step(lr); }

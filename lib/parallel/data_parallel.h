@@ -69,12 +69,10 @@ class DataParallel {
   // Global L2 norm of the summed gradient (collective under ZeRO, and over the norm
   // scope's group with model parallelism).
   double grad_norm();
-  // Scales the gradient (or the owned shard) so its norm is at most max_norm; returns
-  // the factor (1 when max_norm <= 0 or the norm is within it).
-  double clip_grad_norm(double norm, double max_norm);
-  // Multiplies the gradient (or the owned shard) by `factor` (fp16 loss scaling divides
-  // the scale back out with it).
-  void scale_grads(double factor);
+  // Scales the gradient (or the owned shard) so its norm is at most max_norm, times
+  // `unscale` in the same pass (fp16 loss scaling divides its scale back out with it; the
+  // norm is then that of the unscaled gradient). Returns the clipping factor.
+  double clip_grad_norm(double norm, double max_norm, double unscale = 1.0);
   // Optimizer update (under ZeRO followed by the parameter allgather).
   void step(double lr);
 

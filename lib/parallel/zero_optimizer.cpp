@@ -97,10 +97,8 @@ double ZeroAdamW::local_grad_sumsq(const std::vector<FloatRange>& counted) {
 }
 
 double ZeroAdamW::clip_grad_norm(double norm, double max_norm) {
-  if (max_norm <= 0 || norm <= max_norm || !std::isfinite(norm)) return 1.0;
-  // Same factor as optim::clip_grad_norm, so sharded and unsharded runs match.
-  const double factor = max_norm / (norm + 1e-6);
-  scale_grads(factor);
+  const double factor = optim::clip_factor(norm, max_norm);
+  if (factor != 1.0) scale_grads(factor);
   return factor;
 }
 

@@ -112,6 +112,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   out.loss = loss_sum / static_cast<double>(loss_count);
   out.grad_norm = data_parallel.grad_norm();  // the same on every rank
   out.lr = schedule.at(step);
+  double unscale = 1.0;
   if (loss_scaler && std::isfinite(out.loss)) {
     // Every rank sees the same norm, so all skip (or all step) together.
     out.loss_scale = loss_scale;
@@ -120,7 +121,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
       return out;
     }
     out.grad_norm /= loss_scale;
-    data_parallel.scale_grads(1.0 / loss_scale);
+    unscale = 1.0 / loss_scale;
   }
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
     throw std::runtime_error(
@@ -128,7 +129,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
         ", gradient norm " + std::to_string(out.grad_norm) +
         ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
   }
-  data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip);
+  data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip, unscale);
   data_parallel.step(out.lr);
   return out;
 }

@@ -37,6 +37,8 @@ cudaDataType_t operand_type(DType t) {
                               std::to_string(static_cast<int>(t)));
 }
 
+// Not tensor.h's dtype_name: the plugin links no trainctl library (its symbols would be
+// unresolved at dlopen).
 const char* operand_name(DType t) {
   switch (t) {
     case DType::fp32:
