@@ -152,7 +152,7 @@ int run_bench_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
   spdlog::info("collective benchmark over {} ranks:\n{}", groups.world->size(), table);
   launch::write_console(env.console_fd,
                         "# trainctl bench comm: " + std::to_string(groups.world->size()) +
-                            " ranks, Gloo over TCP\n" + table);
+                            " ranks, Gloo over TCP, shared memory where algo says shm\n" + table);
   return kExitOk;
 }
 

@@ -63,25 +63,35 @@ std::string_view to_string(AllreduceAlgo algo) {
       return "ring_chunked";
     case AllreduceAlgo::halving_doubling:
       return "halving_doubling";
+    case AllreduceAlgo::shm:
+      return "shm";
   }
   return "unknown";
 }
 
 AllreduceAlgo parse_allreduce_algo(std::string_view name) {
-  for (auto algo :
-       {AllreduceAlgo::automatic, AllreduceAlgo::direct, AllreduceAlgo::ring,
-        AllreduceAlgo::gloo_ring, AllreduceAlgo::ring_chunked, AllreduceAlgo::halving_doubling}) {
+  for (auto algo : {AllreduceAlgo::automatic, AllreduceAlgo::direct, AllreduceAlgo::ring,
+                    AllreduceAlgo::gloo_ring, AllreduceAlgo::ring_chunked,
+                    AllreduceAlgo::halving_doubling, AllreduceAlgo::shm}) {
     if (to_string(algo) == name) return algo;
   }
   throw std::invalid_argument("unknown allreduce algorithm '" + std::string(name) +
-                              "' (expected auto, direct, ring, gloo_ring, ring_chunked or "
-                              "halving_doubling)");
+                              "' (expected auto, direct, ring, gloo_ring, ring_chunked, "
+                              "halving_doubling or shm)");
 }
 
 GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
-                                   GlooOptions options)
-    : context_(std::move(context)), name_(std::move(name)), options_(options) {
+                                   GlooOptions options, std::unique_ptr<shm::ShmGroup> shm)
+    : context_(std::move(context)),
+      name_(std::move(name)),
+      options_(options),
+      shm_(std::move(shm)) {
   if (!context_) throw std::invalid_argument("GlooCommunicator '" + name_ + "': null context");
+  if (options_.allreduce_algo == AllreduceAlgo::shm && !shm_ && context_->size > 1) {
+    throw std::invalid_argument("GlooCommunicator '" + name_ +
+                                "': allreduce_algo shm needs the group connected through "
+                                "shared memory (all ranks on one host)");
+  }
   context_->setTimeout(options_.timeout);
 }
 
@@ -117,6 +127,7 @@ void GlooCommunicator::check_peer(const char* op, int peer) const {
 
 AllreduceAlgo GlooCommunicator::allreduce_algo_for(size_t count) const {
   AllreduceAlgo algo = options_.allreduce_algo;
+  if (algo == AllreduceAlgo::automatic && shm_) return AllreduceAlgo::shm;
   if (algo == AllreduceAlgo::automatic) {
     const size_t sent_per_rank = count * sizeof(float) * static_cast<size_t>(size() - 1);
     algo = sent_per_rank <= options_.small_allreduce_bytes ? AllreduceAlgo::direct
@@ -133,7 +144,7 @@ AllreduceAlgo GlooCommunicator::allreduce_algo_for(size_t count) const {
 std::string GlooCommunicator::algorithm_name(std::string_view op, size_t count) const {
   if (size() == 1) return "local";
   if (op == "allreduce") return std::string(to_string(allreduce_algo_for(count)));
-  if (op == "reduce_scatter" || op == "allgather") return "ring";
+  if (op == "reduce_scatter" || op == "allgather") return shm_ ? "shm" : "ring";
   if (op == "broadcast") return "one_to_all";
   return {};
 }
@@ -143,6 +154,9 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
   const AllreduceAlgo algo = allreduce_algo_for(count);
   guarded("allreduce", [&] {
     switch (algo) {
+      case AllreduceAlgo::shm:
+        shm_->allreduce(data, count, op);
+        break;
       case AllreduceAlgo::direct:
         ring::direct_allreduce(*context_, data, count, op == ReduceOp::sum ? sum_into : max_into,
                                take_slots(1), options_.timeout);
@@ -188,6 +202,7 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
 
 void GlooCommunicator::reduce_scatter(const float* in, float* out, size_t count) {
   guarded("reduce_scatter", [&] {
+    if (shm_) return shm_->reduce_scatter(in, out, count);
     ring::reduce_scatter(*context_, in, out, count, sum_into, ring_segment_floats(),
                          take_slots(static_cast<uint32_t>(size())), options_.timeout);
   });
@@ -195,6 +210,7 @@ void GlooCommunicator::reduce_scatter(const float* in, float* out, size_t count)
 
 void GlooCommunicator::allgather(const float* in, float* out, size_t count) {
   guarded("allgather", [&] {
+    if (shm_) return shm_->allgather(in, out, count);
     ring::allgather(*context_, in, out, count * sizeof(float),
                     take_slots(static_cast<uint32_t>(size())), options_.timeout);
   });

@@ -1,7 +1,8 @@
 #pragma once
-// Communicator over one connected Gloo context (CPU, TCP). See comm/communicator.h for
-// the contract of each call. Not thread-safe: one thread drives a communicator at a
-// time (different communicators may run concurrently, even on a shared device).
+// Communicator over one connected Gloo context (CPU, TCP), with allreduce, reduce_scatter
+// and allgather through shared memory when the group was also connected that way. See
+// comm/communicator.h for the contract of each call. Not thread-safe: one thread drives a
+// communicator at a time (different communicators may run concurrently, even on a shared device).
 #include <gloo/context.h>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_options.h"
+#include "comm/shm/shm_group.h"
 
 namespace trainctl::comm {
 
@@ -18,9 +20,10 @@ class GlooCommunicator final : public Communicator {
  public:
   // `context` is connected (gloo::rendezvous::Context after connectFullMesh); a context
   // of size 1 needs no connection. `name` appears in errors ("dp[1]"). The context's
-  // timeout is set to options.timeout.
+  // timeout is set to options.timeout. `shm`, when given, is the same group connected
+  // through shared memory (all ranks on one host); allreduce_algo `shm` requires it.
   GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
-                   GlooOptions options = {});
+                   GlooOptions options = {}, std::unique_ptr<shm::ShmGroup> shm = nullptr);
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -62,7 +65,8 @@ class GlooCommunicator final : public Communicator {
   std::string name_;
   GlooOptions options_;
   uint32_t next_collective_tag_ = 0;
-  std::vector<float> staging_;  // the ring allreduce's receive window, kept across calls
+  std::vector<float> staging_;          // the ring allreduce's receive window, kept across calls
+  std::unique_ptr<shm::ShmGroup> shm_;  // null unless every rank is on this host
 };
 
 }  // namespace trainctl::comm

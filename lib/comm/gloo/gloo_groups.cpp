@@ -11,10 +11,18 @@
 
 #include "comm/gloo/gloo_communicator.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace trainctl::comm {
 
 namespace {
+
+// Shared memory is connected when allreduce may pick it (auto or shm); it then carries
+// reduce_scatter and allgather too. An explicit TCP allreduce keeps the group on TCP.
+bool wants_shared_memory(const GlooOptions& options) {
+  return options.allreduce_algo == AllreduceAlgo::shm ||
+         (options.shared_memory && options.allreduce_algo == AllreduceAlgo::automatic);
+}
 
 struct GroupSpec {
   std::string kind;  // "world", "dp", "tp", "pp"
@@ -36,17 +44,36 @@ std::unique_ptr<Communicator> connect_group(gloo::rendezvous::Store& store,
 
   auto context = std::make_shared<gloo::rendezvous::Context>(group_rank, group_size);
   context->setTimeout(options.timeout);
+  std::unique_ptr<shm::ShmGroup> shm;
   if (group_size > 1) {
+    const std::string where = "connecting group " + name + " (rank " + std::to_string(group_rank) +
+                              " of " + std::to_string(group_size) + ", store prefix '" + prefix +
+                              "')";
+    std::string why_not;
     try {
       gloo::rendezvous::PrefixStore group_store(prefix, store);
       context->connectFullMesh(group_store, device);
+      if (wants_shared_memory(options)) {
+        gloo::rendezvous::PrefixStore shm_store(prefix + "/shm", store);
+        shm::ShmOptions shm_options;
+        shm_options.slot_bytes = options.shm_slot_bytes;
+        shm_options.timeout = options.timeout;
+        shm = shm::ShmGroup::connect(shm_store, group_rank, group_size, shm_options, &why_not);
+      }
     } catch (const std::exception& e) {
-      throw RendezvousError("connecting group " + name + " (rank " + std::to_string(group_rank) +
-                            " of " + std::to_string(group_size) + ", store prefix '" + prefix +
-                            "') failed: " + e.what());
+      throw RendezvousError(where + " failed: " + e.what());
+    }
+    if (wants_shared_memory(options) && !shm) {
+      if (options.allreduce_algo == AllreduceAlgo::shm) {
+        throw RendezvousError(where +
+                              ": runtime.allreduce_algo is shm but shared memory cannot "
+                              "be used: " +
+                              why_not + " (use auto to fall back to TCP)");
+      }
+      spdlog::info("group {}: allreduce over TCP, not shared memory: {}", name, why_not);
     }
   }
-  return std::make_unique<GlooCommunicator>(std::move(context), name, options);
+  return std::make_unique<GlooCommunicator>(std::move(context), name, options, std::move(shm));
 }
 
 }  // namespace

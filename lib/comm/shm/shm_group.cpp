@@ -1,0 +1,261 @@
+#include "comm/shm/shm_group.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <stdexcept>
+#include <utility>
+
+#include "comm/shm/shared_counter.h"
+
+namespace trainctl::comm::shm {
+
+// The start of every rank's segment; the two data slots follow it.
+struct ShmGroup::Header {
+  SharedCounter posted;   // chunks whose input this rank has copied into its slot
+  SharedCounter reduced;  // chunks whose share this rank has reduced into its slot
+  SharedCounter closed;   // 1 once this rank has left the group
+  alignas(64) int32_t pid = 0;
+};
+
+namespace {
+
+constexpr size_t kHeaderBytes = 256;
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string read_link(const char* path) {
+  char buf[256] = {};
+  const ssize_t n = ::readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+std::vector<char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+// Waits for `key` first: not every store's get() blocks (Gloo's HashStore does not).
+std::string fetch(gloo::rendezvous::Store& store, const std::string& key) {
+  store.wait({key});
+  const std::vector<char> v = store.get(key);
+  return {v.begin(), v.end()};
+}
+
+// Rank r's share of a chunk of n floats: [begin, begin + count).
+struct Share {
+  size_t begin;
+  size_t count;
+};
+Share share_of(size_t n, int r, int p) {
+  const auto ru = static_cast<size_t>(r);
+  const auto pu = static_cast<size_t>(p);
+  const size_t base = n / pu;
+  const size_t extra = n % pu;
+  return {ru * base + std::min(ru, extra), base + (ru < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+std::string host_identity() {
+  char host[HOST_NAME_MAX + 1] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
+         read_link("/proc/self/ns/ipc") + "|" + read_link("/proc/self/ns/mnt") + "|" +
+         read_link("/proc/self/ns/pid");
+}
+
+std::unique_ptr<ShmGroup> ShmGroup::connect(gloo::rendezvous::Store& store, int rank, int size,
+                                            const ShmOptions& options, std::string* why_not) {
+  auto refuse = [&](const std::string& why) -> std::unique_ptr<ShmGroup> {
+    if (why_not != nullptr) *why_not = why;
+    return nullptr;
+  };
+  if (size < 2) return refuse("a group of one rank communicates with nobody");
+  const std::string me = std::to_string(rank);
+  store.set("host/" + me, bytes_of(host_identity()));
+  const std::string host = fetch(store, "host/" + me);
+  for (int q = 0; q < size; ++q) {
+    if (fetch(store, "host/" + std::to_string(q)) != host) {
+      return refuse("rank " + std::to_string(q) + " runs on another host than rank " + me);
+    }
+  }
+
+  const size_t slot_floats = std::max<size_t>(1, options.slot_bytes / sizeof(float));
+  const size_t bytes = kHeaderBytes + 2 * slot_floats * sizeof(float);
+  std::string failure;
+  SharedSegment own;
+  try {
+    own = SharedSegment::create(bytes);
+    auto* h = new (own.data()) Header();
+    h->pid = static_cast<int32_t>(::getpid());
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  store.set("seg/" + me, bytes_of(failure.empty() ? own.name() : std::string()));
+  std::vector<SharedSegment> peers(static_cast<size_t>(size));
+  for (int q = 0; q < size && failure.empty(); ++q) {
+    if (q == rank) continue;
+    const std::string name = fetch(store, "seg/" + std::to_string(q));
+    if (name.empty()) {
+      failure = "rank " + std::to_string(q) + " could not create its segment";
+      break;
+    }
+    try {
+      peers[static_cast<size_t>(q)] = SharedSegment::open(name, bytes);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  // Everyone learns whether everyone succeeded, so all ranks make the same choice.
+  store.set("ok/" + me, bytes_of(failure.empty() ? "1" : "0" + failure));
+  std::string first_failure;
+  for (int q = 0; q < size; ++q) {
+    const std::string ok = fetch(store, "ok/" + std::to_string(q));
+    if (ok != "1" && first_failure.empty())
+      first_failure = "rank " + std::to_string(q) + ": " + ok.substr(1);
+  }
+  own.unlink_name();  // every peer has opened it (or given up): leave nothing in /dev/shm
+  if (!first_failure.empty()) return refuse(first_failure);
+  return std::unique_ptr<ShmGroup>(new ShmGroup(rank, options, std::move(own), std::move(peers)));
+}
+
+ShmGroup::ShmGroup(int rank, const ShmOptions& options, SharedSegment own,
+                   std::vector<SharedSegment> peers)
+    : rank_(rank),
+      options_(options),
+      slot_floats_(std::max<size_t>(1, options.slot_bytes / sizeof(float))),
+      own_(std::move(own)),
+      peers_(std::move(peers)) {}
+
+ShmGroup::~ShmGroup() { publish(header(rank_).closed, 1); }
+
+ShmGroup::Header& ShmGroup::header(int r) const {
+  void* base = r == rank_ ? own_.data() : peers_[static_cast<size_t>(r)].data();
+  return *static_cast<Header*>(base);
+}
+
+float* ShmGroup::slot(int r, uint32_t chunk) const {
+  void* base = r == rank_ ? own_.data() : peers_[static_cast<size_t>(r)].data();
+  return reinterpret_cast<float*>(static_cast<char*>(base) + kHeaderBytes) +
+         (chunk % 2) * slot_floats_;
+}
+
+void ShmGroup::wait_for(int r, bool reduced, uint32_t target) const {
+  const Header& h = header(r);
+  const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  wait_until_reaches(reduced ? h.reduced : h.posted, target, options_.poll, [&] {
+    const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(h.pid) + ")";
+    if (h.closed.value.load(std::memory_order_acquire) != 0) {
+      throw std::runtime_error(who + " left the group during a shared-memory allreduce");
+    }
+    if (::kill(h.pid, 0) != 0 && errno == ESRCH) {
+      throw std::runtime_error(who + " exited during a shared-memory allreduce");
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("timed out after " + std::to_string(options_.timeout.count()) +
+                               " ms waiting for " + who + " in a shared-memory allreduce");
+    }
+  });
+}
+
+uint32_t ShmGroup::post_and_wait(const float* const* pieces, const size_t* counts, int n_pieces) {
+  const uint32_t g = ++chunk_;
+  float* dst = slot(rank_, g);
+  for (int k = 0; k < n_pieces; ++k) {
+    std::memcpy(dst, pieces[k], counts[k] * sizeof(float));
+    dst += counts[k];
+  }
+  publish(header(rank_).posted, g);
+  for (int q = 0; q < size(); ++q) {
+    if (q != rank_) wait_for(q, false, g);
+  }
+  return g;
+}
+
+void ShmGroup::allreduce(float* data, size_t count, ReduceOp op) {
+  const int p = size();
+  if (p < 2) return;
+  for (size_t off = 0; off < count; off += slot_floats_) {
+    const size_t n = std::min(slot_floats_, count - off);
+    float* chunk = data + off;
+    const float* piece = chunk;
+    const uint32_t g = post_and_wait(&piece, &n, 1);
+    // This rank's share, reduced over all slots in rank order (the same order whichever
+    // rank does it), lands in the caller's buffer and in the slot for the peers.
+    const Share mine = share_of(n, rank_, p);
+    float* out = chunk + mine.begin;
+    const float* a = slot(0, g) + mine.begin;
+    const float* b = slot(1, g) + mine.begin;
+    if (op == ReduceOp::sum) {
+      for (size_t i = 0; i < mine.count; ++i) out[i] = a[i] + b[i];
+      for (int q = 2; q < p; ++q) {
+        const float* x = slot(q, g) + mine.begin;
+        for (size_t i = 0; i < mine.count; ++i) out[i] += x[i];
+      }
+    } else {
+      for (size_t i = 0; i < mine.count; ++i) out[i] = a[i] < b[i] ? b[i] : a[i];
+      for (int q = 2; q < p; ++q) {
+        const float* x = slot(q, g) + mine.begin;
+        for (size_t i = 0; i < mine.count; ++i) out[i] = out[i] < x[i] ? x[i] : out[i];
+      }
+    }
+    std::memcpy(slot(rank_, g) + mine.begin, out, mine.count * sizeof(float));
+    publish(header(rank_).reduced, g);
+    for (int q = 0; q < p; ++q) {
+      if (q == rank_) continue;
+      wait_for(q, true, g);
+      const Share theirs = share_of(n, q, p);
+      std::memcpy(chunk + theirs.begin, slot(q, g) + theirs.begin, theirs.count * sizeof(float));
+    }
+  }
+}
+
+void ShmGroup::reduce_scatter(const float* in, float* out, size_t count) {
+  const int p = size();
+  const auto pu = static_cast<size_t>(p);
+  // A chunk carries the same stretch of every rank-block: slot = p pieces of `step`.
+  const size_t step = std::max<size_t>(1, slot_floats_ / pu);
+  std::vector<const float*> pieces(pu);
+  std::vector<size_t> counts(pu);
+  for (size_t off = 0; off < count; off += step) {
+    const size_t n = std::min(step, count - off);
+    for (size_t b = 0; b < pu; ++b) {
+      pieces[b] = in + b * count + off;
+      counts[b] = n;
+    }
+    const uint32_t g = post_and_wait(pieces.data(), counts.data(), p);
+    // Block rank_ of the chunk sits at the same place in every slot; rank order again.
+    const size_t at = static_cast<size_t>(rank_) * n;
+    float* o = out + off;
+    const float* a = slot(0, g) + at;
+    const float* b = slot(1, g) + at;
+    for (size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+    for (int q = 2; q < p; ++q) {
+      const float* x = slot(q, g) + at;
+      for (size_t i = 0; i < n; ++i) o[i] += x[i];
+    }
+  }
+}
+
+void ShmGroup::allgather(const float* in, float* out, size_t count) {
+  for (size_t off = 0; off < count; off += slot_floats_) {
+    const size_t n = std::min(slot_floats_, count - off);
+    const float* piece = in + off;
+    const uint32_t g = post_and_wait(&piece, &n, 1);
+    for (int q = 0; q < size(); ++q) {
+      const float* src = q == rank_ ? in + off : slot(q, g);
+      float* dst = out + static_cast<size_t>(q) * count + off;
+      if (dst != src) std::memmove(dst, src, n * sizeof(float));  // `in` may sit inside `out`
+    }
+  }
+}
+
+}  // namespace trainctl::comm::shm
