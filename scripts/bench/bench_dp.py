@@ -15,7 +15,7 @@ that finished its backward last waited for) and the longest wait of any rank
 (dp_wait_max_ms: also the faster rank waiting for the slower one). One JSON line per case,
 then a table.
 
-Usage: scripts/bench/bench_dp.py [--trainctl build/trainctl] [--steps 12] [--quick] [--repeat 3]
+Usage: scripts/bench/bench_dp.py [--trainctl build/trainctl] [--steps 20] [--quick] [--repeat 3]
 """
 import argparse
 import json
@@ -129,7 +129,7 @@ def measure(args, shape, name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trainctl", default=os.path.join(ROOT, "build", "trainctl"))
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--quick", action="store_true", help="first shape only")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds per shape; the table shows each column's median")

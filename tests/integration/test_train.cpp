@@ -87,7 +87,11 @@ TEST_CASE("data parallel layouts reproduce the single-worker loss curve", "[trai
       {"dp2-zero2", "{dp: 2, zero: 2}", "2"},
       {"dp2-half-layer-buckets", "{dp: 2, bucket_mb: 0.001}", "2"},
       {"dp2-big-buckets", "{dp: 2, bucket_mb: 64}", "4"},
-      {"dp4-halving-doubling", "{dp: 4}", "2", "runtime.allreduce_algo=halving_doubling"}};
+      {"dp4-halving-doubling", "{dp: 4}", "2", "runtime.allreduce_algo=halving_doubling"},
+      // auto goes through shared memory here; these pin each transport explicitly.
+      {"dp2-tcp-ring", "{dp: 2}", "4", "runtime.allreduce_algo=ring"},
+      {"dp2-zero2-tcp-ring", "{dp: 2, zero: 2}", "2", "runtime.allreduce_algo=ring"},
+      {"dp4-zero1-shm", "{dp: 4, zero: 1}", "2", "runtime.allreduce_algo=shm"}};
   std::vector<std::vector<double>> curves;
   for (const Case& c : cases) {
     const fs::path job = tiny_job(dir.path(), c.name, c.parallel, training + c.mb + "}");
