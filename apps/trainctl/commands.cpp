@@ -219,7 +219,8 @@ int cmd_bench_comm(const BenchCommArgs& args) {
   // A built-in job: just the layout (every rank in one data-parallel group).
   std::string yaml = "name: bench-comm\nrun_dir: '" + run_dir.string() +
                      "'\nparallel: {dp: " + std::to_string(args.world) +
-                     "}\nruntime: {comm_selftest: false}\n";
+                     "}\nruntime: {comm_selftest: false, allreduce_algo: " + args.allreduce_algo +
+                     "}\n";
   config::JobSpec spec = config::parse_job_spec(yaml, "<bench comm>", fs::current_path());
 
   launch::LaunchOptions opt;

@@ -33,6 +33,7 @@ struct BenchCommArgs {
   size_t min_bytes = 4 * 1024;
   size_t max_bytes = 64 * 1024 * 1024;
   int iters = 5;
+  std::string allreduce_algo = "auto";           // runtime.allreduce_algo of the built-in job
   std::optional<std::filesystem::path> run_dir;  // unset: a temporary directory
 };
 int cmd_bench_comm(const BenchCommArgs& args);

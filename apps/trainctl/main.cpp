@@ -178,13 +178,23 @@ int run(int argc, char** argv) {
   bench_comm->add_option("--iters", bench_args.iters, "Timed iterations per size")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  bench_comm
+      ->add_option("--allreduce-algo", bench_args.allreduce_algo,
+                   "Allreduce algorithm, as runtime.allreduce_algo in a job spec: auto "
+                   "(shared memory between workers on one host), or a TCP one to compare")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"auto", "shm", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling"}));
   bench_comm->add_option("--run-dir", bench_run_dir,
                          "Keep the run directory (worker logs) here; default: a temporary "
                          "directory, removed after a successful run");
   bench_comm->footer(
-      "Example:\n  trainctl bench comm --world 4 --min-bytes 1K --max-bytes 16M\n\n"
+      "Example:\n  trainctl bench comm --world 4 --min-bytes 1K --max-bytes 16M\n"
+      "  trainctl bench comm --allreduce-algo ring     # the same over TCP only\n\n"
       "Columns: message size, time per call (slowest rank's median), algorithm bandwidth\n"
-      "(size / time) and bus bandwidth (comparable across world sizes, as nccl-tests).");
+      "(size / time), bus bandwidth (comparable across world sizes, as nccl-tests) and the\n"
+      "algorithm each size used: shm (shared memory, workers on one host), direct or ring\n"
+      "(over TCP).");
 
   CLI::App* inspect = app.add_subcommand("inspect", "Look inside a job's computation");
   inspect->require_subcommand(1);

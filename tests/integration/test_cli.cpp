@@ -114,4 +114,16 @@ TEST_CASE("bench comm prints an nccl-tests style table", "[cli][integration]") {
   CHECK_THAT(r.out, Catch::Contains("allreduce") && Catch::Contains("busbw"));
   CHECK_THAT(r.out, Catch::Contains("65536"));
   CHECK(fs::exists(dir / "bench-run/logs/rank1.log"));
+  // Workers on one host: every allreduce size goes through shared memory...
+  CHECK_THAT(r.out, Catch::Matches("(.|\n)*allreduce +65536 .* shm\n(.|\n)*"));
+  // ...unless a TCP algorithm is asked for; a wrong name is refused before launching.
+  ProcResult tcp = run_trainctl({"bench", "comm", "--min-bytes", "64K", "--max-bytes", "64K",
+                                 "--iters", "1", "--allreduce-algo", "ring"},
+                                dir.path(), 60s);
+  INFO(tcp.err);
+  REQUIRE(tcp.exit_code == 0);
+  CHECK_THAT(tcp.out, Catch::Matches("(.|\n)*allreduce +65536 .* ring\n(.|\n)*"));
+  ProcResult bad = run_trainctl({"bench", "comm", "--allreduce-algo", "bcube"}, dir.path(), 60s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--allreduce-algo"));
 }

@@ -5,7 +5,7 @@
 // moves in chunks of one slot: each rank copies its chunk into its slot and announces
 // it; the others read it straight from there. An allreduce then has each rank reduce its
 // own share of the chunk over every rank's slot (in rank order) and the others copy that
-// share back: per float a rank moves ~20 bytes through memory and makes two handshakes
+// share back: per float a rank moves ~16 bytes through memory and makes two handshakes
 // per chunk, where Gloo on loopback sends and receives every element through the
 // kernel's TCP stack. On 2 cores that difference is what kept the gradient allreduce
 // from hiding behind the backward pass (README, "Correctness and speed").
@@ -74,9 +74,15 @@ class ShmGroup {
   Header& header(int r) const;
   float* slot(int r, uint32_t chunk) const;
   void wait_for(int r, bool reduced, uint32_t target) const;
-  // Copies `n` floats into this rank's slot for a new chunk, announces it and waits until
-  // every peer has announced theirs; returns the chunk number.
-  uint32_t post_and_wait(const float* const* pieces, const size_t* counts, int n_pieces);
+  // `count` floats from `src` go to float `at` of this rank's slot.
+  struct Piece {
+    const float* src;
+    size_t at;
+    size_t count;
+  };
+  // Copies the pieces into this rank's slot for a new chunk, announces it and waits
+  // until every peer has announced theirs; returns the chunk number.
+  uint32_t post_and_wait(const std::vector<Piece>& pieces);
 
   int rank_;
   ShmOptions options_;
