@@ -124,10 +124,18 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     unscale = 1.0 / loss_scale;
   }
   if (!std::isfinite(out.loss) || !std::isfinite(out.grad_norm)) {
+    // Loss scaling only rescues the backward pass; a forward pass that left fp16's range
+    // would overflow again at any scale, so skipping steps would only stall the run.
+    const std::string fp16_hint =
+        loss_scaler && !std::isfinite(out.loss)
+            ? " In fp16 a non-finite loss means the forward pass left fp16's range (+-65504), "
+              "which loss scaling cannot fix: precision.compute: bf16 has fp32's range."
+            : "";
     throw std::runtime_error(
         "bad numerics at step " + std::to_string(step + 1) + ": loss " + std::to_string(out.loss) +
         ", gradient norm " + std::to_string(out.grad_norm) +
-        ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip.");
+        ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip." +
+        fp16_hint);
   }
   data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip, unscale);
   data_parallel.step(out.lr);

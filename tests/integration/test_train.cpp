@@ -200,6 +200,16 @@ TEST_CASE("a NaN loss stops the run and names the step", "[train]") {
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.out + r.err, Catch::Contains("bad numerics at step"));
+  CHECK_THAT(r.out + r.err, !Catch::Contains("fp16's range"));
+  // In fp16 the weights soon overflow the forward pass, which loss scaling cannot skip
+  // past: the error says so and points at bf16.
+  const ProcResult half = run_trainctl(
+      {"train", job.string(), "--set", "optimizer.lr=1.0e6", "--set", "precision.compute=fp16"},
+      dir.path());
+  INFO(half.out << half.err);
+  CHECK(half.exit_code == 3);
+  CHECK_THAT(half.out + half.err, Catch::Contains("bad numerics at step"));
+  CHECK_THAT(half.out + half.err, Catch::Contains("left fp16's range"));
 }
 
 TEST_CASE("learns tinyshakespeare well below its unigram entropy", "[train][data]") {
