@@ -3,7 +3,7 @@
 namespace trainctl::data {
 
 uint64_t train_sample_index(const BatchLayout& l, int64_t step, int micro, int row) {
-  return static_cast<uint64_t>(step * l.global_batch() +
+  return static_cast<uint64_t>(l.samples_before(step) +
                                (static_cast<int64_t>(micro) * l.dp + l.dp_rank) * l.micro_batch +
                                row);
 }

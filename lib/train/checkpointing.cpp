@@ -167,7 +167,7 @@ void Checkpointer::commit(int64_t step) {
               spec.parallel.zero};
   m.model = e_.gpt.config();
   m.data.next_step = step;
-  m.data.samples_consumed = step * e_.layout.global_batch();
+  m.data.samples_consumed = e_.layout.samples_before(step);
   m.optimizer_step = snapshot_ ? snapshot_->optimizer_step : 0;
   // The sampler is a pure function of (seed, step, position): the step is the whole
   // random state of the data stream; nothing else in training draws random numbers.
@@ -295,6 +295,18 @@ int64_t Checkpointer::restore(const std::string& resume) {
   if (e_.loss_scaler && extra.contains("loss_scale")) {
     e_.loss_scaler->load({extra["loss_scale"].at("scale").get<double>(),
                           extra["loss_scale"].at("good_steps").get<int64_t>()});
+  }
+  // The data stream goes on from the first sample the checkpoint had not drawn, whatever
+  // the global batch is now.
+  const checkpoint::CheckpointMetadata& meta = reader.metadata();
+  e_.layout.first_step = step;
+  e_.layout.first_sample = meta.data.samples_consumed;
+  const int64_t old_batch = meta.extra.value("global_batch_size", e_.layout.global_batch());
+  if (world.rank() == 0 && say_ && old_batch != e_.layout.global_batch()) {
+    say_("global batch changed from " + std::to_string(old_batch) + " to " +
+         std::to_string(e_.layout.global_batch()) + " samples: the data continues from sample " +
+         std::to_string(meta.data.samples_consumed) + ", the learning-rate schedule from step " +
+         std::to_string(step));
   }
   if (world.rank() == 0 && say_) {
     const auto& l = reader.metadata().layout;

@@ -143,6 +143,27 @@ TEST_CASE("a checkpoint resumes onto every other layout", "[resume][layout]") {
   for (const auto& [step, loss] : got) CHECK(loss == Approx(want.at(step)).epsilon(2e-5));
 }
 
+TEST_CASE("a resume with another global batch continues the data where it stopped", "[resume]") {
+  TempDir dir("resume-batch");
+  // 4 steps of 8 samples, then 2 more steps of 16 (dp 2 x micro-batch 2 x accumulation 4).
+  const fs::path spec = job(dir.path(), 4, "{dp: 1}", "{every_steps: 4, async: false}");
+  REQUIRE(train(dir.path(), spec, "first").exit_code == 0);
+  const std::string step4 = (dir.path() / "first" / "checkpoints" / "step_00000004").string();
+  const ProcResult r =
+      train(dir.path(), spec, "bigger",
+            {"--resume", step4, "--set", "training.steps=6", "--set", "parallel.dp=2", "--set",
+             "training.global_batch_size=16", "--set", "checkpoint.every_steps=2"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("global batch changed from 8 to 16 samples: the data "
+                                            "continues from sample 32"));
+  const json meta = json::parse(
+      read_text(dir.path() / "bigger" / "checkpoints" / "step_00000006" / "metadata.json"));
+  // 4 x 8 drawn before, 2 x 16 after: nothing skipped or drawn twice.
+  CHECK(meta["data"]["samples_consumed"].get<int64_t>() == 64);
+  CHECK(losses_of(dir.path() / "bigger").size() == 2);
+}
+
 TEST_CASE("a worker killed with SIGKILL is restarted from the latest checkpoint", "[resume]") {
   TempDir dir("resume-kill");
   const fs::path spec = job(dir.path(), 40, "{dp: 2}", "{every_steps: 3, async: true}");

@@ -85,6 +85,25 @@ TEST_CASE("a step's samples do not depend on how the global batch is split", "[d
   CHECK(indices(4, 1) == ref);
 }
 
+TEST_CASE("a resumed run with another global batch draws the next unseen samples", "[data]") {
+  // A checkpoint after 4 steps of 8 samples (32 drawn); resumed with dp 2 x 2 x accum 4.
+  BatchLayout l{2, 8, 4, 2, 1};
+  l.first_step = 4;
+  l.first_sample = 32;
+  CHECK(l.samples_before(4) == 32);
+  CHECK(l.samples_before(6) == 64);
+  std::multiset<uint64_t> step4;
+  for (int r = 0; r < 2; ++r) {
+    l.dp_rank = r;
+    for (int m = 0; m < 4; ++m)
+      for (int b = 0; b < 2; ++b) step4.insert(train_sample_index(l, 4, m, b));
+  }
+  CHECK(step4.size() == 16);
+  CHECK(*step4.begin() == 32);
+  CHECK(*step4.rbegin() == 47);
+  CHECK(std::set<uint64_t>(step4.begin(), step4.end()).size() == 16);
+}
+
 TEST_CASE("prefetcher yields the same batches as direct sampling, in order", "[data]") {
   DatasetOptions o;
   o.vocab_size = 32;
