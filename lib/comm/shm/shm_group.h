@@ -39,8 +39,9 @@ struct ShmOptions {
   std::chrono::milliseconds poll{50};
 };
 
-// What identifies "the same host" for shared memory: hostname, boot id and the IPC and
-// mount namespaces (containers on one machine may not share /dev/shm).
+// What identifies "the same host" for shared memory: hostname, boot id and the IPC, mount
+// and pid namespaces (containers on one machine may not share /dev/shm, and liveness
+// checks need each other's pids).
 std::string host_identity();
 
 class ShmGroup {
@@ -89,7 +90,7 @@ class ShmGroup {
   size_t slot_floats_;
   SharedSegment own_;
   std::vector<SharedSegment> peers_;  // by rank; peers_[rank_] is empty (own_ is used)
-  uint32_t chunk_ = 0;                // chunks reduced so far, the same on every rank
+  uint32_t chunk_ = 0;                // chunks exchanged so far, the same on every rank
 };
 
 }  // namespace trainctl::comm::shm
