@@ -54,6 +54,27 @@ double state_bytes_per_worker(const JobSpec& s) {
                    (s.parallel.zero >= 1 ? optimizer / dp : optimizer));
 }
 
+// Which transport the groups use, as the worker will pick it (comm/gloo/gloo_groups.h).
+std::string describe_comm(const JobSpec& s) {
+  const std::string& algo = s.runtime.allreduce_algo;
+  std::string text;
+  if (s.device == Device::cuda) {
+    text = "NCCL";
+  } else if (algo == "auto") {
+    text =
+        "Gloo over TCP; allreduce, reduce-scatter and allgather through shared memory "
+        "between workers on one node";
+  } else if (algo == "shm") {
+    text =
+        "Gloo over TCP; allreduce, reduce-scatter and allgather through shared memory "
+        "(every group must be on one node)";
+  } else {
+    text = "Gloo over TCP only, allreduce " + algo;
+  }
+  if (s.parallel.dp > 1) text += ", gradients in " + s.parallel.grad_comm;
+  return text;
+}
+
 }  // namespace
 
 std::string summary(const JobSpec& s) {
@@ -72,6 +93,7 @@ std::string summary(const JobSpec& s) {
   out << "workers:    " << s.world_size() << " on " << to_string(s.device) << " = dp " << p.dp
       << " x tp " << p.tp << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads
       << " compute thread" << (t.threads == 1 ? "" : "s") << " each)\n";
+  if (s.world_size() > 1) out << "comm:       " << describe_comm(s) << "\n";
   out << "model:      " << m.type << (m.preset.empty() ? "" : " " + m.preset) << ": " << m.n_layer
       << " layers, " << m.n_head << " heads x " << m.d_model / m.n_head << ", d_model " << m.d_model
       << ", seq_len " << m.seq_len << ", vocab " << m.vocab_size << "\n";

@@ -46,6 +46,9 @@ TEST_CASE("validate prints the summary and the rank map without starting anythin
   CHECK_THAT(r.out, Catch::Contains("rank map (2 node(s), 4 worker(s) per node)"));
   CHECK_THAT(r.out, Catch::Contains(" rank  node  local   dp   tp   pp\n"));
   CHECK_THAT(r.out, Catch::Contains("    5     1      1    0    1    1\n"));
+  CHECK_THAT(r.out, Catch::Contains("comm:       Gloo over TCP; allreduce, reduce-scatter and "
+                                    "allgather through shared memory between workers on one node, "
+                                    "gradients in fp32\n"));
   CHECK_FALSE(fs::exists(dir / "runs"));  // nothing launched, no run directory
 }
 
