@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "ckpt_commands.h"
+#include "comm/gloo/gloo_options.h"
 #include "commands.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -183,8 +184,14 @@ int run(int argc, char** argv) {
                    "Allreduce algorithm, as runtime.allreduce_algo in a job spec: auto "
                    "(shared memory between workers on one host), or a TCP one to compare")
       ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"auto", "shm", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling"}));
+      ->check([](const std::string& name) {
+        try {
+          trainctl::comm::parse_allreduce_algo(name);  // the one list of algorithm names
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   bench_comm->add_option("--run-dir", bench_run_dir,
                          "Keep the run directory (worker logs) here; default: a temporary "
                          "directory, removed after a successful run");

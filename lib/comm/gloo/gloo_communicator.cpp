@@ -127,8 +127,9 @@ void GlooCommunicator::check_peer(const char* op, int peer) const {
 
 AllreduceAlgo GlooCommunicator::allreduce_algo_for(size_t count) const {
   AllreduceAlgo algo = options_.allreduce_algo;
-  if (algo == AllreduceAlgo::automatic && shm_) return AllreduceAlgo::shm;
-  if (algo == AllreduceAlgo::automatic) {
+  if (algo == AllreduceAlgo::automatic && shm_) {
+    algo = AllreduceAlgo::shm;
+  } else if (algo == AllreduceAlgo::automatic) {
     const size_t sent_per_rank = count * sizeof(float) * static_cast<size_t>(size() - 1);
     algo = sent_per_rank <= options_.small_allreduce_bytes ? AllreduceAlgo::direct
                                                            : AllreduceAlgo::ring;

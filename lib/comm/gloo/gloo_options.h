@@ -29,8 +29,8 @@ struct GlooOptions {
   AllreduceAlgo allreduce_algo = AllreduceAlgo::automatic;
   // Groups whose ranks all run on one host also connect through shared memory, and
   // then allreduce (with `automatic`), reduce_scatter and allgather go that way: on 2 cores Gloo's
-  // loopback TCP cost DP=2 ~5% of its step time in CPU work, shared memory ~1% (README, "Data
-  // parallelism").
+  // loopback TCP cost DP=2 ~5% of its step time in CPU work, shared memory ~1% (README,
+  // "Correctness and speed").
   bool shared_memory = true;
   // Bytes per chunk of the shared-memory allreduce (comm/shm/shm_group.h).
   size_t shm_slot_bytes = 1024 * 1024;

@@ -28,6 +28,27 @@ namespace {
 
 constexpr size_t kHeaderBytes = 256;
 
+// out[i] = op over q in rank order of operand(q)[i]: the same order whichever rank does
+// it, so every rank ends with the same bits. The first two ranks fuse into one pass.
+template <class Operand>
+void reduce_in_rank_order(float* out, size_t n, int ranks, ReduceOp op, Operand operand) {
+  const float* a = operand(0);
+  const float* b = operand(1);
+  if (op == ReduceOp::sum) {
+    for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    for (int q = 2; q < ranks; ++q) {
+      const float* x = operand(q);
+      for (size_t i = 0; i < n; ++i) out[i] += x[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = a[i] < b[i] ? b[i] : a[i];
+    for (int q = 2; q < ranks; ++q) {
+      const float* x = operand(q);
+      for (size_t i = 0; i < n; ++i) out[i] = out[i] < x[i] ? x[i] : out[i];
+    }
+  }
+}
+
 std::string read_first_line(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -89,6 +110,7 @@ std::unique_ptr<ShmGroup> ShmGroup::connect(gloo::rendezvous::Store& store, int 
   }
 
   const size_t slot_floats = std::max<size_t>(1, options.slot_bytes / sizeof(float));
+  static_assert(sizeof(Header) <= kHeaderBytes, "the slots start at kHeaderBytes");
   const size_t bytes = kHeaderBytes + 2 * slot_floats * sizeof(float);
   std::string failure;
   SharedSegment own;
@@ -154,14 +176,14 @@ void ShmGroup::wait_for(int r, bool reduced, uint32_t target) const {
   wait_until_reaches(reduced ? h.reduced : h.posted, target, options_.poll, [&] {
     const std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(h.pid) + ")";
     if (h.closed.value.load(std::memory_order_acquire) != 0) {
-      throw std::runtime_error(who + " left the group during a shared-memory allreduce");
+      throw std::runtime_error(who + " left the group during a shared-memory collective");
     }
     if (::kill(h.pid, 0) != 0 && errno == ESRCH) {
-      throw std::runtime_error(who + " exited during a shared-memory allreduce");
+      throw std::runtime_error(who + " exited during a shared-memory collective");
     }
     if (std::chrono::steady_clock::now() > deadline) {
       throw std::runtime_error("timed out after " + std::to_string(options_.timeout.count()) +
-                               " ms waiting for " + who + " in a shared-memory allreduce");
+                               " ms waiting for " + who + " in a shared-memory collective");
     }
   });
 }
@@ -196,21 +218,7 @@ void ShmGroup::allreduce(float* data, size_t count, ReduceOp op) {
       return (q == rank_ ? chunk : slot(q, g)) + mine.begin;
     };
     float* out = slot(rank_, g) + mine.begin;  // not an operand: peers skip this stretch
-    const float* a = operand(0);
-    const float* b = operand(1);
-    if (op == ReduceOp::sum) {
-      for (size_t i = 0; i < mine.count; ++i) out[i] = a[i] + b[i];
-      for (int q = 2; q < p; ++q) {
-        const float* x = operand(q);
-        for (size_t i = 0; i < mine.count; ++i) out[i] += x[i];
-      }
-    } else {
-      for (size_t i = 0; i < mine.count; ++i) out[i] = a[i] < b[i] ? b[i] : a[i];
-      for (int q = 2; q < p; ++q) {
-        const float* x = operand(q);
-        for (size_t i = 0; i < mine.count; ++i) out[i] = out[i] < x[i] ? x[i] : out[i];
-      }
-    }
+    reduce_in_rank_order(out, mine.count, p, op, operand);
     publish(header(rank_).reduced, g);
     std::memcpy(chunk + mine.begin, out, mine.count * sizeof(float));
     for (int q = 0; q < p; ++q) {
@@ -232,16 +240,10 @@ void ShmGroup::reduce_scatter(const float* in, float* out, size_t count) {
     const size_t n = std::min(step, count - off);
     for (size_t b = 0; b < pu; ++b) pieces[b] = {in + b * count + off, b * n, n};
     const uint32_t g = post_and_wait(pieces);
-    // Block rank_ of the chunk sits at the same place in every slot; rank order again.
+    // Block rank_ of the chunk sits at the same place in every slot.
     const size_t at = static_cast<size_t>(rank_) * n;
-    float* o = out + off;
-    const float* a = slot(0, g) + at;
-    const float* b = slot(1, g) + at;
-    for (size_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
-    for (int q = 2; q < p; ++q) {
-      const float* x = slot(q, g) + at;
-      for (size_t i = 0; i < n; ++i) o[i] += x[i];
-    }
+    reduce_in_rank_order(out + off, n, p, ReduceOp::sum,
+                         [&](int q) -> const float* { return slot(q, g) + at; });
   }
 }
 
