@@ -13,6 +13,7 @@
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
 #include "model/shard.h"
+#include "ops/cpu/isa.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/pipeline_simulate.h"
 #include "parallel/pipeline_timeline.h"
@@ -33,6 +34,10 @@ launch::LaunchOptions launch_options(const LaunchArgs& args, launch::WorkerMode 
   opt.cluster = launch::resolve_cluster(args.cluster, launch::process_env());
   opt.token = args.token;
   opt.node_addr = args.node_addr;
+  // The launcher picks the CPU kernel path once for its node's workers (they do not see
+  // the launcher's TRAINCTL_* variables, only what it passes on).
+  opt.worker_env.emplace_back(ops::cpu::kIsaVariable,
+                              std::string(ops::cpu::isa_name(ops::cpu::isa_from_environment())));
   return opt;
 }
 
@@ -186,6 +191,7 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
     out += "local rank " + std::to_string(local) + " -> GPU " + gpus[static_cast<size_t>(local)] +
            "\n";
   }
+  if (spec.device == config::Device::cpu) out += cpu_kernels_text() + "\n";
   out += "\nok: " + job.string() + " is valid\n";
   try {
     train::check_trainable(spec);
@@ -341,7 +347,27 @@ std::string version_text() {
   build += ", gcc " __VERSION__;
 #endif
   return std::string("trainctl ") + TRAINCTL_VERSION + "\nbuild: " + build +
-         "; backends: cpu (OpenBLAS, Gloo)";
+         "; backends: cpu (OpenBLAS, Gloo)\n" + cpu_kernels_text();
+}
+
+std::string cpu_kernels_text() {
+  namespace cpu = ops::cpu;
+  const std::string supported = cpu::isa_list(cpu::supported_isas());
+  try {
+    const cpu::Isa isa = cpu::isa_from_environment();
+    return "cpu kernels: " + std::string(cpu::isa_name(isa)) + " (this CPU: " + supported + "; " +
+           cpu::kIsaVariable + " forces one)";
+  } catch (const cpu::IsaError& e) {
+    return std::string("cpu kernels: error: ") + e.what();
+  }
+}
+
+void check_cpu_kernels() {
+  try {
+    ops::cpu::isa_from_environment();
+  } catch (const ops::cpu::IsaError& e) {
+    throw InputError(e.what());
+  }
 }
 
 }  // namespace trainctl::app

@@ -52,4 +52,10 @@ int cmd_plan(const std::filesystem::path& job, const std::vector<std::string>& o
 // "trainctl <version>" and a line about the build.
 std::string version_text();
 
+// "cpu kernels: avx2 (this CPU: generic, avx2; TRAINCTL_CPU_ISA forces one)", or the error
+// a bad TRAINCTL_CPU_ISA gives.
+std::string cpu_kernels_text();
+// Throws InputError (exit 2) when TRAINCTL_CPU_ISA names a path this CPU cannot run.
+void check_cpu_kernels();
+
 }  // namespace trainctl::app

@@ -277,6 +277,9 @@ int run(int argc, char** argv) {
   }
 
   if (worker->parsed()) return trainctl::app::run_worker();
+  // One CPU kernel path for the whole job: a bad TRAINCTL_CPU_ISA stops here, before
+  // any worker starts (workers inherit the variable).
+  trainctl::app::check_cpu_kernels();
 
   trainctl::log::init(-1, 0);
   launch_args.overrides = overrides;

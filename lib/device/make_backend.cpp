@@ -1,15 +1,23 @@
 #include "device/make_backend.h"
 
+#include <spdlog/spdlog.h>
+
 #include <stdexcept>
 #include <string>
 
 #include "device/cuda_plugin.h"
+#include "ops/cpu/cpu_backend.h"
 
 namespace trainctl::device {
 
 std::unique_ptr<ops::Backend> make_backend(Device device, const ops::BackendOptions& options,
                                            int gpu) {
-  if (device == Device::cpu) return ops::make_cpu_backend(options);
+  if (device == Device::cpu) {
+    auto backend = ops::make_cpu_backend(options);
+    spdlog::info("cpu kernels: {}",
+                 ops::cpu::isa_name(static_cast<const ops::cpu::CpuBackend&>(*backend).isa()));
+    return backend;
+  }
   const CudaPluginApi& api = load_cuda_plugin();
   int count = 0;
   try {

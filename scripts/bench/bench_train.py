@@ -10,11 +10,17 @@ OpenBLAS sgemm ceiling measured in the same run. One JSON line per case, then a 
 PyTorch is given its best configuration on this machine (NOTES.md): one intra-op thread
 with OpenBLAS doing the threading, so the two pools do not spin against each other.
 
+Each row names the CPU kernel path trainctl ran (docs/cpu-kernels.md), read from the
+worker's log; --isa avx2,avx512 measures several paths side by side in one run
+(TRAINCTL_CPU_ISA), e.g. the AVX2 path on a machine that also has AVX-512.
+
 Usage: scripts/bench/bench_train.py [--trainctl build/trainctl] [--steps 12] [--quick]
+                                    [--isa generic,avx2,avx512] [--repeats 3]
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +38,8 @@ def flops_per_token(s):
     return 6 * n + 12 * L * C * T
 
 
-def run_trainctl(binary, shape, threads, steps):
+def run_trainctl(binary, shape, threads, steps, isa):
+    """(tokens/s, the CPU kernel path the worker logged)"""
     with tempfile.TemporaryDirectory() as d:
         spec = os.path.join(d, "job.yaml")
         with open(spec, "w") as f:
@@ -46,12 +53,16 @@ logging: {{every_steps: 1}}
 runtime: {{comm_selftest: false}}
 """)
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        env.pop("TRAINCTL_CPU_ISA", None)
+        if isa:
+            env["TRAINCTL_CPU_ISA"] = isa
         subprocess.run([binary, "train", spec], check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rows = [json.loads(l) for l in open(os.path.join(d, "run", "metrics.jsonl"))]
+        logged = re.search(r"cpu kernels: (\w+)", open(os.path.join(d, "run", "logs", "rank0.log")).read())
     times = [r["step_ms"] for r in rows[2:]]  # skip warm-up steps
     tokens = shape["B"] * shape["T"]
-    return tokens / (statistics.median(times) / 1e3)
+    return tokens / (statistics.median(times) / 1e3), logged.group(1) if logged else "?"
 
 
 TORCH_CHILD = r"""
@@ -122,6 +133,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=1, help="runs per case; the median is reported")
     ap.add_argument("--quick", action="store_true", help="first shape only")
+    ap.add_argument("--isa", default="", help="comma-separated CPU kernel paths to measure "
+                    "(TRAINCTL_CPU_ISA); default: the one trainctl picks")
     args = ap.parse_args()
     ceiling = {t: python_child(SGEMM_CHILD, [], t)["gflops"] for t in (1, 2)}
     print(json.dumps({"case": "sgemm_ceiling_1024", "gflops_1t": round(ceiling[1], 1),
@@ -130,22 +143,25 @@ def main():
     for shape in SHAPES[:1] if args.quick else SHAPES:
         name = "L{L}/H{H}/C{C}/T{T}/B{B}".format(**shape)
         for threads in (1, 2):
-            ours = statistics.median(run_trainctl(args.trainctl, shape, threads, args.steps)
-                                     for _ in range(args.repeats))
             ref = statistics.median(python_child(TORCH_CHILD, [json.dumps(shape), args.steps, VOCAB],
                                                  threads)["tokens_per_s"]
                                     for _ in range(args.repeats))
-            fpt = flops_per_token(shape)
-            row = {"case": name, "threads": threads, "trainctl_tok_s": round(ours),
-                   "torch_tok_s": round(ref), "ratio": round(ours / ref, 3),
-                   "trainctl_mfu": round(ours * fpt / 1e9 / ceiling[threads], 3),
-                   "torch_mfu": round(ref * fpt / 1e9 / ceiling[threads], 3)}
-            results.append(row)
-            print(json.dumps(row), flush=True)
+            for isa in args.isa.split(",") if args.isa else [""]:
+                runs = [run_trainctl(args.trainctl, shape, threads, args.steps, isa)
+                        for _ in range(args.repeats)]
+                ours = statistics.median(r[0] for r in runs)
+                fpt = flops_per_token(shape)
+                row = {"case": name, "threads": threads, "cpu_kernels": runs[0][1],
+                       "trainctl_tok_s": round(ours), "torch_tok_s": round(ref),
+                       "ratio": round(ours / ref, 3),
+                       "trainctl_mfu": round(ours * fpt / 1e9 / ceiling[threads], 3),
+                       "torch_mfu": round(ref * fpt / 1e9 / ceiling[threads], 3)}
+                results.append(row)
+                print(json.dumps(row), flush=True)
     print()
-    print(f"{'model':<22}{'thr':>4}{'trainctl tok/s':>16}{'torch tok/s':>13}{'ratio':>7}{'MFU ours':>10}{'MFU torch':>10}")
+    print(f"{'model':<22}{'thr':>4}{'kernels':>9}{'trainctl tok/s':>16}{'torch tok/s':>13}{'ratio':>7}{'MFU ours':>10}{'MFU torch':>10}")
     for r in results:
-        print(f"{r['case']:<22}{r['threads']:>4}{r['trainctl_tok_s']:>16}{r['torch_tok_s']:>13}"
+        print(f"{r['case']:<22}{r['threads']:>4}{r['cpu_kernels']:>9}{r['trainctl_tok_s']:>16}{r['torch_tok_s']:>13}"
               f"{r['ratio']:>7.2f}{r['trainctl_mfu']:>10.1%}{r['torch_mfu']:>10.1%}")
     print(f"sgemm ceiling (1024^3): {ceiling[1]:.1f} GFLOP/s 1 thread, {ceiling[2]:.1f} GFLOP/s 2 threads")
 

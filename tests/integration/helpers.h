@@ -90,6 +90,8 @@ struct ProcResult {
 // One child process running the trainctl binary (or any program) with stdout and stderr
 // captured in files. The environment is the test's own without SLURM_* and TRAINCTL_*
 // (a test run inside a Slurm job must not turn into a multi-node launch), plus `env`.
+// TRAINCTL_CPU_ISA passes (unless `env` sets it): tests/cpu_isa/with_isa.sh runs the
+// suite again on each CPU kernel path through it.
 class Proc {
  public:
   Proc(std::vector<std::string> args, const fs::path& cwd,
@@ -100,8 +102,12 @@ class Proc {
     out_ = cwd / (".proc-" + tag + ".out");
     err_ = cwd / (".proc-" + tag + ".err");
     std::vector<std::string> env_strings;
+    bool env_sets_isa = false;
+    for (auto& [k, v] : env) env_sets_isa = env_sets_isa || k == "TRAINCTL_CPU_ISA";
     for (char** e = environ; *e != nullptr; ++e) {
-      if (std::strncmp(*e, "SLURM_", 6) != 0 && std::strncmp(*e, "TRAINCTL_", 9) != 0) {
+      const bool isa = std::strncmp(*e, "TRAINCTL_CPU_ISA=", 17) == 0;
+      if ((isa && !env_sets_isa) ||
+          (std::strncmp(*e, "SLURM_", 6) != 0 && std::strncmp(*e, "TRAINCTL_", 9) != 0)) {
         env_strings.emplace_back(*e);
       }
     }

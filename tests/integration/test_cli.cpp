@@ -130,3 +130,36 @@ TEST_CASE("bench comm prints an nccl-tests style table", "[cli][integration]") {
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--allreduce-algo"));
 }
+
+TEST_CASE("the CPU kernel path: --version names it, workers run the forced one, bad ones exit 2",
+          "[cli][integration][isa]") {
+  TempDir dir("isa");
+  ProcResult version = run_trainctl({"--version"}, dir.path());
+  CHECK(version.exit_code == 0);
+  CHECK_THAT(version.out, Catch::Contains("cpu kernels: ") &&
+                              Catch::Contains("(this CPU: generic") &&
+                              Catch::Contains("TRAINCTL_CPU_ISA forces one)"));
+
+  // Every worker of the job runs the path the launcher was given.
+  fs::path job = write_job(dir.path(), "isa", 2, 1, 1);
+  ProcResult train = Proc({"train", job.string(), "--set", "training.steps=2"}, dir.path(),
+                          {{"TRAINCTL_CPU_ISA", "generic"}})
+                         .wait(std::chrono::seconds(120));
+  INFO(train.err);
+  REQUIRE(train.exit_code == 0);
+  for (const char* log : {"rank0.log", "rank1.log"}) {
+    CHECK_THAT(read_text(dir / "runs" / "isa" / "logs" / log),
+               Catch::Contains("cpu kernels: generic"));
+  }
+
+  // An unknown path, for every command that computes, before anything starts.
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"train", job.string(), "--resume", "none"},
+        std::vector<std::string>{"validate", job.string()}}) {
+    ProcResult bad = Proc(cmd, dir.path(), {{"TRAINCTL_CPU_ISA", "avx9"}}).wait(60s);
+    INFO(cmd[0]);
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("TRAINCTL_CPU_ISA=avx9 is not a CPU kernel path; this "
+                                        "CPU supports: generic"));
+  }
+}

@@ -4,6 +4,7 @@
 // exported model as one worker.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/safetensors.h"
@@ -49,6 +50,11 @@ Run train_layout(const fs::path& dir, const std::string& name, const std::string
     if (run.rows.back().contains("val_loss")) run.val_loss = run.rows.back()["val_loss"];
   }
   REQUIRE(run.losses.size() == 6);
+  // Run again on one CPU kernel path (tests/cpu_isa/with_isa.sh): prove the workers ran it.
+  if (const char* isa = std::getenv("TRAINCTL_CPU_ISA"); isa != nullptr && *isa != '\0') {
+    CHECK_THAT(read_text(dir / "runs" / name / "logs" / "rank0.log"),
+               Catch::Contains(std::string("cpu kernels: ") + isa));
+  }
   return run;
 }
 

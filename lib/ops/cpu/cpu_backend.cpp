@@ -13,8 +13,9 @@
 
 namespace trainctl::ops::cpu {
 
-CpuBackend::CpuBackend(const BackendOptions& options)
+CpuBackend::CpuBackend(const BackendOptions& options, Isa isa)
     : matmul_(options.matmul),
+      kernels_(cpu_kernels(choose_isa(isa_name(isa)))),
       pool_(options.threads),
       scratch_(static_cast<size_t>(std::max(options.threads, 1))) {
   // OpenBLAS's own pthread pool would spin against ours (NOTES.md, "CPU ceilings"): every
@@ -172,7 +173,7 @@ void CpuBackend::linear_backward(float* dinp, float* dweight, float* dbias, cons
 namespace trainctl::ops {
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
-  return std::make_unique<cpu::CpuBackend>(options);
+  return std::make_unique<cpu::CpuBackend>(options, cpu::isa_from_environment());
 }
 
 }  // namespace trainctl::ops

@@ -6,13 +6,17 @@
 #include <vector>
 
 #include "ops/backend.h"
+#include "ops/cpu/kernels.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace trainctl::ops::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const BackendOptions& options);
+  // Runs the hot kernels with instruction set `isa` (isa.h; IsaError if not supported).
+  CpuBackend(const BackendOptions& options, Isa isa);
+
+  Isa isa() const { return kernels_.isa; }
 
   Device device() const override { return Device::cpu; }
   int threads() const override { return pool_.size(); }
@@ -85,6 +89,7 @@ class CpuBackend final : public Backend {
   void round_to_matmul_type(float* dst, const float* src, size_t n);
 
   DType matmul_;
+  const CpuKernels& kernels_;
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<float>> operands_ = std::vector<std::vector<float>>(kMatmulOperandSlots);

@@ -13,7 +13,6 @@
 
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/sgemm.h"
-#include "ops/cpu/vec_math.h"
 
 namespace trainctl::ops::cpu {
 
@@ -67,17 +66,7 @@ void CpuBackend::lm_head_cross_entropy(float* losses, float* dx, float* dwte, co
           if (backward) std::fill(l, l + V, 0.0f);
           continue;
         }
-        const float target_logit = l[target];
-        const float mx = max_of(l, V);
-        for (int j = 0; j < V; ++j) l[j] = fast_exp(l[j] - mx);  // vectorises: no reduction
-        const float sum = sum_of(l, V);
-        losses[r0 + i] = mx + std::log(sum) - target_logit;
-        if (backward) {
-          // dlogits = dloss * (softmax - onehot), in place
-          const float f = dloss / sum;
-          for (int j = 0; j < V; ++j) l[j] *= f;
-          l[target] -= dloss;
-        }
+        losses[r0 + i] = kernels_.xent_row(l, V, target, dloss, backward);
       }
       if (backward) {
         round_to(matmul_dtype(), logits, logits, static_cast<size_t>(n) * V);

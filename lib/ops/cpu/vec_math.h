@@ -1,15 +1,19 @@
 #pragma once
 // Branch-free float math written as plain scalar code so that loops calling it vectorise
 // (glibc's expf/tanhf do not, without -ffast-math).
-#include <bit>
+//
+// Always inlined: the per-instruction-set kernels (kernels/) include this header, and an
+// out-of-line copy compiled with AVX-512 flags must never be what baseline code calls.
 #include <cstdint>
+
+#define TRAINCTL_VEC_INLINE [[gnu::always_inline]] inline
 
 namespace trainctl::ops::cpu {
 
 // exp(x) with ~1 ulp error (Cephes' expf polynomial, range reduction by ln 2).
 // Inputs are clamped to [-87.3, 88.37]: results below FLT_MIN stay at about 1e-38, above
 // saturate near FLT_MAX; callers that need exact 0 or inf handle those ranges themselves.
-inline float fast_exp(float x) {
+TRAINCTL_VEC_INLINE float fast_exp(float x) {
   // Ternaries (not fmin/fmax) so the compiler emits vminps/vmaxps without -ffast-math.
   x = x < -87.3f ? -87.3f : x;
   x = x > 88.37f ? 88.37f : x;
@@ -29,8 +33,11 @@ inline float fast_exp(float x) {
   p = p * r + 5.0000001201e-1f;
   const float y = p * r2 + r + 1.0f;
   // 2^n built directly in the exponent field (n is in [-126, 127] after the clamp).
-  const int32_t bits = (std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound) + 127) << 23;
-  return y * std::bit_cast<float>(bits);
+  // (__builtin_bit_cast rather than std::bit_cast: a function template, which an -O0 build
+  // would emit out of line with the including kernel's instruction set.)
+  const int32_t bits = (__builtin_bit_cast(int32_t, t) - __builtin_bit_cast(int32_t, kRound) + 127)
+                       << 23;
+  return y * __builtin_bit_cast(float, bits);
 }
 
 }  // namespace trainctl::ops::cpu
@@ -42,13 +49,13 @@ namespace trainctl::ops::cpu {
 // result does not depend on the thread count or on alignment.
 inline constexpr int kLanes = 16;
 
-inline float reduce_lanes(const float* lanes) {
+TRAINCTL_VEC_INLINE float reduce_lanes(const float* lanes) {
   float s = 0.0f;
   for (int k = 0; k < kLanes; ++k) s += lanes[k];
   return s;
 }
 
-inline float sum_of(const float* x, int n) {
+TRAINCTL_VEC_INLINE float sum_of(const float* x, int n) {
   float lanes[kLanes] = {};
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -59,7 +66,7 @@ inline float sum_of(const float* x, int n) {
 }
 
 // sum (x[i] - c)^2
-inline float sum_sq_dev(const float* x, float c, int n) {
+TRAINCTL_VEC_INLINE float sum_sq_dev(const float* x, float c, int n) {
   float lanes[kLanes] = {};
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -75,7 +82,7 @@ inline float sum_sq_dev(const float* x, float c, int n) {
   return reduce_lanes(lanes);
 }
 
-inline float dot_of(const float* a, const float* b, int n) {
+TRAINCTL_VEC_INLINE float dot_of(const float* a, const float* b, int n) {
   float lanes[kLanes] = {};
   int i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -85,7 +92,7 @@ inline float dot_of(const float* a, const float* b, int n) {
   return reduce_lanes(lanes);
 }
 
-inline float max_of(const float* x, int n) {
+TRAINCTL_VEC_INLINE float max_of(const float* x, int n) {
   float lanes[kLanes];
   for (int k = 0; k < kLanes; ++k) lanes[k] = x[0];
   int i = 0;
