@@ -1,8 +1,9 @@
 #pragma once
 // A communicator is one process group: `size()` ranks that can run collectives together.
-// Implementations: comm/gloo (CPU, TCP) and later comm/nccl (GPU). Every call is
-// blocking and collective over the group unless it says otherwise; all ranks of the
-// group must make the same calls in the same order with the same sizes.
+// Implementations: comm/gloo (CPU, TCP, with comm/shm for ranks on one host) and
+// comm/nccl (GPU, inside the CUDA plugin). Every call is blocking and collective over the
+// group unless it says otherwise; all ranks of the group must make the same calls in the
+// same order with the same sizes.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

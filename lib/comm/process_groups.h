@@ -8,7 +8,8 @@
 namespace trainctl::comm {
 
 // One worker's view of the job's process groups. Built once per worker (per restart)
-// by a backend (comm/gloo/gloo_groups.h, later comm/nccl), used by the engine.
+// by a backend (comm/gloo/gloo_groups.h on CPUs; comm/nccl, through the CUDA plugin, on
+// GPUs), used by the engine.
 struct ProcessGroups {
   Layout layout;
   int rank = 0;  // world rank
