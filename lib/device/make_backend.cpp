@@ -10,7 +10,7 @@ namespace trainctl::device {
 std::unique_ptr<ops::Backend> make_backend(Device device, const ops::BackendOptions& options,
                                            int gpu) {
   if (device == Device::cpu) return ops::make_cpu_backend(options);
-  const CudaPluginApi& api = load_cuda_plugin();
+  const cuda_abi::CudaPluginApi& api = load_cuda_plugin();
   int count = 0;
   try {
     count = api.device_count();

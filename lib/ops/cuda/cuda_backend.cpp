@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/kernels.h"
 
 namespace trainctl::ops::cuda {
