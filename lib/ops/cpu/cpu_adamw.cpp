@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/shared_math.h"
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -20,9 +21,7 @@ namespace trainctl::ops::cpu {
 
 namespace {
 
-struct AdamWConstants {
-  float beta1, beta2, one_minus_b1, one_minus_b2, eps, decay, step_size, inv_bc2_sqrt;
-};
+using math::AdamWConstants;
 
 inline void adamw_scalar(float* param, const float* grad, float* m, float* v, int64_t i,
                          const AdamWConstants& k) {
@@ -66,18 +65,7 @@ void CpuBackend::adamw(float* param, const float* grad, float* m, float* v, size
   if (step < 1) {
     throw std::invalid_argument("adamw: step is 1-based, got " + std::to_string(step));
   }
-  // Bias corrections in double: b^t for large t loses digits in float.
-  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), step);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), step);
-  AdamWConstants k{};
-  k.beta1 = beta1;
-  k.beta2 = beta2;
-  k.one_minus_b1 = 1.0f - beta1;
-  k.one_minus_b2 = 1.0f - beta2;
-  k.eps = eps;
-  k.decay = 1.0f - lr * weight_decay;
-  k.step_size = static_cast<float>(static_cast<double>(lr) / bc1);
-  k.inv_bc2_sqrt = static_cast<float>(1.0 / std::sqrt(bc2));
+  const AdamWConstants k = math::adamw_constants(lr, beta1, beta2, eps, weight_decay, step);
   pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain,
                      [&](int64_t b, int64_t e, int) { adamw_range(param, grad, m, v, b, e, k); });
 }
