@@ -80,7 +80,7 @@ std::vector<std::string> cuda_plugin_candidates() {
   return out;
 }
 
-const CudaPluginApi& load_cuda_plugin() {
+const cuda_abi::CudaPluginApi& load_cuda_plugin() {
   const std::string path = locate_plugin();
   // RTLD_NODELETE: backends and communicators made by the plugin may outlive any handle;
   // the library stays mapped for the life of the process. dlopen counts repeated opens,
@@ -106,16 +106,16 @@ const CudaPluginApi& load_cuda_plugin() {
                             " is not a trainctl CUDA plugin (no trainctl_cuda_plugin_v1: " + why +
                             ")");
   }
-  using Entry = const CudaPluginApi* (*)();
-  const CudaPluginApi* api = reinterpret_cast<Entry>(sym)();
-  if (api == nullptr || api->abi_version != kCudaPluginAbiVersion ||
-      api->struct_size != sizeof(CudaPluginApi)) {
+  using Entry = const cuda_abi::CudaPluginApi* (*)();
+  const cuda_abi::CudaPluginApi* api = reinterpret_cast<Entry>(sym)();
+  if (api == nullptr || api->abi_version != cuda_abi::kCudaPluginAbiVersion ||
+      api->struct_size != sizeof(cuda_abi::CudaPluginApi)) {
     ::dlclose(handle);
-    throw DeviceUnavailable("device: cuda: the CUDA plugin " + path +
-                            " was built from a different trainctl version (plugin ABI " +
-                            (api != nullptr ? std::to_string(api->abi_version) : "?") +
-                            ", this binary expects " + std::to_string(kCudaPluginAbiVersion) +
-                            "); rebuild both from one source tree");
+    throw DeviceUnavailable(
+        "device: cuda: the CUDA plugin " + path +
+        " was built from a different trainctl version (plugin ABI " +
+        (api != nullptr ? std::to_string(api->abi_version) : "?") + ", this binary expects " +
+        std::to_string(cuda_abi::kCudaPluginAbiVersion) + "); rebuild both from one source tree");
   }
   return *api;
 }
@@ -123,7 +123,7 @@ const CudaPluginApi& load_cuda_plugin() {
 CudaAvailability cuda_availability() {
   CudaAvailability a;
   try {
-    const CudaPluginApi& api = load_cuda_plugin();
+    const cuda_abi::CudaPluginApi& api = load_cuda_plugin();
     a.plugin_path = locate_plugin();
     a.build_info = api.build_info;
     int count = 0;

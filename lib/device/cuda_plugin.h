@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "device/cuda_plugin_api.h"
+#include "cuda_abi/cuda_plugin_api.h"
 
 namespace trainctl::device {
 
@@ -28,7 +28,7 @@ std::vector<std::string> cuda_plugin_candidates();
 // Loads the plugin (once per process; later calls return the same table; it is never
 // unloaded). Throws DeviceUnavailable naming what is missing: the plugin file, a CUDA
 // library it needs (with the loader's message), or an ABI mismatch.
-const CudaPluginApi& load_cuda_plugin();
+const cuda_abi::CudaPluginApi& load_cuda_plugin();
 
 struct CudaAvailability {
   bool available = false;

@@ -18,7 +18,7 @@ std::unique_ptr<ops::Backend> make_backend(Device device, const ops::BackendOpti
                  ops::cpu::isa_name(static_cast<const ops::cpu::CpuBackend&>(*backend).isa()));
     return backend;
   }
-  const CudaPluginApi& api = load_cuda_plugin();
+  const cuda_abi::CudaPluginApi& api = load_cuda_plugin();
   int count = 0;
   try {
     count = api.device_count();

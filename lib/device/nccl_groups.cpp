@@ -14,7 +14,7 @@ namespace trainctl::device {
 namespace {
 
 // The plugin's view of the job's store.
-class GlooKeyValueStore final : public KeyValueStore {
+class GlooKeyValueStore final : public cuda_abi::KeyValueStore {
  public:
   GlooKeyValueStore(gloo::rendezvous::Store& store, std::chrono::milliseconds timeout)
       : store_(store), timeout_(timeout) {}
@@ -35,9 +35,9 @@ class GlooKeyValueStore final : public KeyValueStore {
   std::chrono::milliseconds timeout_;
 };
 
-NcclGroupRequest request(const std::string& kind, int index, const std::vector<int>& members,
-                         int world_rank) {
-  NcclGroupRequest r;
+cuda_abi::NcclGroupRequest request(const std::string& kind, int index,
+                                   const std::vector<int>& members, int world_rank) {
+  cuda_abi::NcclGroupRequest r;
   const bool world = kind == "world";
   r.name = world ? kind : kind + "[" + std::to_string(index) + "]";
   r.store_prefix = world ? kind : kind + "/" + std::to_string(index);
@@ -66,13 +66,13 @@ comm::ProcessGroups make_nccl_groups(std::shared_ptr<gloo::rendezvous::Store> st
   for (int r = 0; r < layout.world_size(); ++r) everyone[static_cast<size_t>(r)] = r;
   // Same order as the Gloo groups: world, dp, tp, pp. Groups of one kind are disjoint,
   // so each initialisation waits only for ranks at the same step.
-  const std::vector<NcclGroupRequest> requests = {
+  const std::vector<cuda_abi::NcclGroupRequest> requests = {
       request("world", 0, everyone, rank),
       request("dp", comm::dp_group_index(layout, rank), comm::dp_group(layout, rank), rank),
       request("tp", comm::tp_group_index(layout, rank), comm::tp_group(layout, rank), rank),
       request("pp", comm::pp_group_index(layout, rank), comm::pp_group(layout, rank), rank),
   };
-  const CudaPluginApi& api = load_cuda_plugin();
+  const cuda_abi::CudaPluginApi& api = load_cuda_plugin();
   GlooKeyValueStore kv(*store, timeout);
   auto comms = api.make_nccl_communicators(requests, kv, gpu, timeout.count());
   if (comms.size() != requests.size()) {

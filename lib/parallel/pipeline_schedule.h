@@ -1,7 +1,7 @@
 #pragma once
 // Pipeline-parallel schedules as pure functions: each stage's ordered instruction list for one
 // training step, with no communication or tensors involved. The engine will execute these
-// lists; `trainctl plan` simulates and draws them (parallel/pipeline_simulate.h).
+// lists; `trainctl plan` simulates and draws them (plan/pipeline_simulate.h).
 //
 // Stages are the physical pipeline ranks. Each holds V model chunks (V = virtual_stages: 1
 // for gpipe and 1f1b); chunk c of stage s is virtual stage v = c * num_stages + s, so the

@@ -18,7 +18,7 @@
 #include "parallel/data_parallel.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
-#include "train/export.h"
+#include "train/export_model.h"
 #include "train/metrics.h"
 #include "train/model_setup.h"
 

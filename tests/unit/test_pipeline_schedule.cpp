@@ -8,8 +8,8 @@
 #include <tuple>
 
 #include "parallel/pipeline_schedule.h"
-#include "parallel/pipeline_simulate.h"
-#include "parallel/pipeline_timeline.h"
+#include "plan/pipeline_simulate.h"
+#include "plan/pipeline_timeline.h"
 #include "util/error.h"
 
 using namespace trainctl::parallel;

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "comm/nccl/nccl_check.h"
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 
 namespace trainctl::comm::nccl {
 
@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 // CUDA failures inside a communicator are communication failures for the caller.
 void cuda_ok(cudaError_t e, const char* call, const std::string& context) {
   if (e != cudaSuccess) {
-    throw CommError(context + ": " + call + " failed: " + ops::cuda::cuda_error_text(e));
+    throw CommError(context + ": " + call + " failed: " + cuda_abi::cuda_error_text(e));
   }
 }
 #define TRAINCTL_COMM_CUDA(call, context) cuda_ok((call), #call, (context))
@@ -113,7 +113,7 @@ void NcclCommunicator::bind() const {
   const cudaError_t e = cudaSetDevice(device_);
   if (e != cudaSuccess) {
     throw CommError("group " + name_ + ": cudaSetDevice(" + std::to_string(device_) +
-                    ") failed: " + ops::cuda::cuda_error_text(e));
+                    ") failed: " + cuda_abi::cuda_error_text(e));
   }
 }
 
@@ -156,7 +156,7 @@ void NcclCommunicator::wait_for(cudaEvent_t done, const std::string& what) {
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) {
       abort_all();
-      throw CommError(context(what) + " failed: " + ops::cuda::cuda_error_text(e));
+      throw CommError(context(what) + " failed: " + cuda_abi::cuda_error_text(e));
     }
     for (ncclComm_t c : {h_.collective, h_.up, h_.down}) {
       if (c == nullptr) continue;

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "device/cuda_plugin_api.h"
+#include "cuda_abi/cuda_plugin_api.h"
 
 namespace trainctl::comm::nccl {
 
@@ -86,9 +86,9 @@ class NcclCommunicator final : public Communicator {
   bool aborted_ = false;
 };
 
-// Creates the communicators of `groups` in order on `device` (see device/cuda_plugin_api.h).
+// Creates the communicators of `groups` in order on `device` (see cuda_abi/cuda_plugin_api.h).
 std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(
-    const std::vector<device::NcclGroupRequest>& groups, device::KeyValueStore& store, int device,
-    int64_t timeout_ms);
+    const std::vector<cuda_abi::NcclGroupRequest>& groups, cuda_abi::KeyValueStore& store,
+    int device, int64_t timeout_ms);
 
 }  // namespace trainctl::comm::nccl

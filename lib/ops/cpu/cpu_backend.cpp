@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ops/cpu/sgemm.h"
+#include "ops/gemm_args.h"
 
 namespace trainctl::ops::cpu {
 
@@ -103,18 +104,7 @@ double CpuBackend::sum_squares(const float* x, size_t n) {
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                       int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  if (M < 0 || N < 0 || K < 0) {
-    throw std::invalid_argument("gemm: negative dimension (M=" + std::to_string(M) +
-                                ", N=" + std::to_string(N) + ", K=" + std::to_string(K) + ")");
-  }
-  const int min_lda = std::max(1, trans_a ? M : K);
-  const int min_ldb = std::max(1, trans_b ? K : N);
-  if (lda < min_lda || ldb < min_ldb || ldc < std::max(1, N)) {
-    throw std::invalid_argument("gemm: leading dimension too small (lda=" + std::to_string(lda) +
-                                ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) +
-                                " for M=" + std::to_string(M) + ", N=" + std::to_string(N) +
-                                ", K=" + std::to_string(K) + ")");
-  }
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   A = matmul_operand(0, A, trans_a ? K : M, trans_a ? M : K, lda);
   B = matmul_operand(1, B, trans_b ? N : K, trans_b ? K : N, ldb);
   sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 
 namespace trainctl::ops::cuda {
 
@@ -38,7 +38,7 @@ void* CachingAllocator::driver_alloc(size_t bytes) {
     cudaGetLastError();
     throw std::runtime_error("cudaMallocManaged of " + std::to_string(bytes) + " bytes on GPU " +
                              std::to_string(device_) + " failed (" + std::to_string(in_use_) +
-                             " bytes in use): " + cuda_error_text(e));
+                             " bytes in use): " + cuda_abi::cuda_error_text(e));
   }
   cudaMemLocation where{};
   where.type = cudaMemLocationTypeDevice;

@@ -6,8 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/kernels.h"
+#include "ops/gemm_args.h"
 
 namespace trainctl::ops::cuda {
 
@@ -148,18 +149,7 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {
 void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   bind();
-  if (M < 0 || N < 0 || K < 0) {
-    throw std::invalid_argument("gemm: negative dimension (M=" + std::to_string(M) +
-                                ", N=" + std::to_string(N) + ", K=" + std::to_string(K) + ")");
-  }
-  const int min_lda = std::max(1, trans_a ? M : K);
-  const int min_ldb = std::max(1, trans_b ? K : N);
-  if (lda < min_lda || ldb < min_ldb || ldc < std::max(1, N)) {
-    throw std::invalid_argument("gemm: leading dimension too small (lda=" + std::to_string(lda) +
-                                ", ldb=" + std::to_string(ldb) + ", ldc=" + std::to_string(ldc) +
-                                " for M=" + std::to_string(M) + ", N=" + std::to_string(N) +
-                                ", K=" + std::to_string(K) + ")");
-  }
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.0f) {  // C = beta C
     if (beta != 1.0f) launch_scale_matrix(stream_, C, M, N, ldc, beta);

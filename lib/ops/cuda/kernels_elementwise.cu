@@ -2,7 +2,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/device_reduce.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/shared_math.h"

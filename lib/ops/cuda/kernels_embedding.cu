@@ -1,7 +1,7 @@
 // Token + position embeddings. The backward gives each thread one column and walks the
 // rows in order: no two threads touch the same float and the summation order is fixed, so
 // repeated tokens accumulate deterministically without atomics.
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/device_reduce.cuh"
 #include "ops/cuda/kernels.h"
 

@@ -1,7 +1,7 @@
 // LayerNorm over the last dimension (PyTorch semantics: biased variance, eps 1e-5).
 // One warp per row; the parameter gradients (sums over rows) go through per-chunk partials
 // reduced in a fixed order, so results do not depend on scheduling.
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/device_reduce.cuh"
 #include "ops/cuda/kernels.h"
 #include "ops/shared_math.h"

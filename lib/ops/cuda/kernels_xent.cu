@@ -1,5 +1,5 @@
 // Softmax cross-entropy over rows of logits: one block per row (vocabularies are wide).
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 #include "ops/cuda/device_reduce.cuh"
 #include "ops/cuda/kernels.h"
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 
 namespace trainctl::ops::cuda {
 
@@ -73,8 +73,8 @@ LtGemm::LtGemm(bool allow_tf32) : allow_tf32_(allow_tf32) {
   const cudaError_t e = cudaMalloc(&workspace_, workspace_bytes_);
   if (e != cudaSuccess) {
     cublasLtDestroy(handle_);
-    throw_call_error("cudaMalloc(&workspace_, workspace_bytes_)", __FILE__, __LINE__,
-                     cuda_error_text(e));
+    cuda_abi::throw_call_error("cudaMalloc(&workspace_, workspace_bytes_)", __FILE__, __LINE__,
+                               cuda_abi::cuda_error_text(e));
   }
 }
 

@@ -7,7 +7,7 @@
 // = 'a', 1 = 'b', ... ("F3a", "B3b"), or ".<chunk>" beyond 26 chunks ("F3.27").
 #include <string>
 
-#include "parallel/pipeline_simulate.h"
+#include "plan/pipeline_simulate.h"
 
 namespace trainctl::parallel {
 

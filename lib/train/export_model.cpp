@@ -1,4 +1,4 @@
-#include "train/export.h"
+#include "train/export_model.h"
 
 #include <algorithm>
 #include <map>

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs one training step in trainctl and in PyTorch and compares them (see
-# check_against_torch.py). Usage: scripts/check_against_torch.sh [TRAINCTL_BINARY]
+# check_against_torch.py). Usage: tests/torch/check_against_torch.sh [TRAINCTL_BINARY]
 # Needs Debian's python3-torch (for /usr/bin/python3) and the `safetensors` package,
 # installed here into a virtual environment that also sees Debian's packages.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 bin=${1:-$root/build/trainctl}
 venv=${TRAINCTL_PYVENV:-$root/build/pyvenv}
 if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import torch, safetensors" 2>/dev/null; then
@@ -24,7 +25,7 @@ YAML
 "$bin" inspect step "$work/job.yaml" --out "$work/step"
 # A short real run too: its exported model.safetensors must load the same way.
 "$bin" train "$work/job.yaml" --set training.steps=3 --set "run_dir=$work/run" >/dev/null
-"$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step" "$work/run/model.safetensors"
+"$venv/bin/python" "$here/check_against_torch.py" "$work/step" "$work/run/model.safetensors"
 
 # A checkpoint written by 4 ranks (tp 2 x pp 2), exported to one nanoGPT file with
 # `trainctl ckpt export`: PyTorch loads the export (through the PyPI safetensors package)
@@ -33,5 +34,5 @@ YAML
   --set "run_dir=$work/run3d" >/dev/null
 "$bin" ckpt export "$work/run3d" --out "$work/exported.safetensors" >/dev/null
 "$bin" inspect step "$work/job.yaml" --from "$work/run3d" --out "$work/step3d"
-"$venv/bin/python" "$root/scripts/check_against_torch.py" "$work/step3d" "" \
+"$venv/bin/python" "$here/check_against_torch.py" "$work/step3d" "" \
   "$work/exported.safetensors"

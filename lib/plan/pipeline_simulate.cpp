@@ -1,4 +1,4 @@
-#include "parallel/pipeline_simulate.h"
+#include "plan/pipeline_simulate.h"
 
 #include <algorithm>
 #include <map>

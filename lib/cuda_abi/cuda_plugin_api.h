@@ -4,6 +4,10 @@
 // as the binary that loads it, so the table below may use C++ types; only its one entry
 // point, `trainctl_cuda_plugin_v1`, has C linkage (so dlsym finds it by a plain name).
 // Exceptions thrown by these functions propagate to the caller as usual.
+//
+// cuda_abi/ is the bottom layer of the CUDA plugin: it includes nothing from lib/ (the
+// library types it mentions are only declared), so the loader (device/), the plugin's
+// parts (ops/cuda, comm/nccl) and its entry point (cuda_plugin/) all include it downward.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,7 +23,7 @@ namespace trainctl::comm {
 class Communicator;
 }
 
-namespace trainctl::device {
+namespace trainctl::cuda_abi {
 
 // Bumped whenever CudaPluginApi or the types it mentions change shape.
 // 2: BackendOptions gained `matmul` (mixed-precision matrix products).
@@ -64,7 +68,7 @@ struct CudaPluginApi {
       int64_t timeout_ms);
 };
 
-}  // namespace trainctl::device
+}  // namespace trainctl::cuda_abi
 
 // The plugin's one exported symbol: the table above (static storage, never null).
-extern "C" const trainctl::device::CudaPluginApi* trainctl_cuda_plugin_v1();
+extern "C" const trainctl::cuda_abi::CudaPluginApi* trainctl_cuda_plugin_v1();

@@ -1,5 +1,7 @@
 // The plugin's one exported symbol: the table of factories the CPU binary calls through
-// (device/cuda_plugin_api.h). Everything else in libtrainctl_cuda.so is hidden.
+// (cuda_abi/cuda_plugin_api.h). The top of libtrainctl_cuda.so: it assembles the CUDA
+// backend (ops/cuda) and the NCCL communicators (comm/nccl), which know nothing of each
+// other or of this file. Everything else in the library is hidden.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -7,11 +9,11 @@
 #include <string>
 
 #include "comm/nccl/nccl_communicator.h"
-#include "device/cuda_plugin_api.h"
+#include "cuda_abi/cuda_check.h"
+#include "cuda_abi/cuda_plugin_api.h"
 #include "ops/cuda/cuda_backend.h"
-#include "ops/cuda/cuda_check.h"
 
-namespace trainctl::ops::cuda {
+namespace trainctl::cuda_plugin {
 
 namespace {
 
@@ -29,7 +31,7 @@ int device_count() {
     } else if (e == cudaErrorNoDevice) {
       hint = ": check CUDA_VISIBLE_DEVICES";
     }
-    throw std::runtime_error("cudaGetDeviceCount: " + cuda_error_text(e) + hint);
+    throw std::runtime_error("cudaGetDeviceCount: " + cuda_abi::cuda_error_text(e) + hint);
   }
   return n;
 }
@@ -43,18 +45,18 @@ std::string device_description(int device) {
          mem + ")";
 }
 
-Backend* make_backend(int device, const BackendOptions& options) {
-  return new CudaBackend(device, options);
+ops::Backend* make_backend(int device, const ops::BackendOptions& options) {
+  return new ops::cuda::CudaBackend(device, options);
 }
 
-size_t peak_allocated_bytes(const Backend& backend) {
-  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+size_t peak_allocated_bytes(const ops::Backend& backend) {
+  const auto* cuda = dynamic_cast<const ops::cuda::CudaBackend*>(&backend);
   return cuda != nullptr ? cuda->peak_allocated_bytes() : 0;
 }
 
-const device::CudaPluginApi kApi = {
-    device::kCudaPluginAbiVersion,
-    sizeof(device::CudaPluginApi),
+const cuda_abi::CudaPluginApi kApi = {
+    cuda_abi::kCudaPluginAbiVersion,
+    sizeof(cuda_abi::CudaPluginApi),
     "CUDART_VERSION " TRAINCTL_STR(CUDART_VERSION) ", NCCL " TRAINCTL_STR(NCCL_MAJOR) "." TRAINCTL_STR(
         NCCL_MINOR) "." TRAINCTL_STR(NCCL_PATCH) ", built for sm " TRAINCTL_CUDA_ARCHS,
     &device_count,
@@ -66,9 +68,9 @@ const device::CudaPluginApi kApi = {
 
 }  // namespace
 
-}  // namespace trainctl::ops::cuda
+}  // namespace trainctl::cuda_plugin
 
-extern "C" __attribute__((visibility("default"))) const trainctl::device::CudaPluginApi*
+extern "C" __attribute__((visibility("default"))) const trainctl::cuda_abi::CudaPluginApi*
 trainctl_cuda_plugin_v1() {
-  return &trainctl::ops::cuda::kApi;
+  return &trainctl::cuda_plugin::kApi;
 }

@@ -1,4 +1,4 @@
-#include "parallel/pipeline_timeline.h"
+#include "plan/pipeline_timeline.h"
 
 #include <algorithm>
 #include <cmath>

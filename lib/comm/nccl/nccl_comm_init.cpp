@@ -11,13 +11,13 @@
 
 #include "comm/nccl/nccl_check.h"
 #include "comm/nccl/nccl_communicator.h"
-#include "ops/cuda/cuda_check.h"
+#include "cuda_abi/cuda_check.h"
 
 namespace trainctl::comm::nccl {
 
 namespace {
 
-ncclUniqueId exchange_id(const device::NcclGroupRequest& g, device::KeyValueStore& store) {
+ncclUniqueId exchange_id(const cuda_abi::NcclGroupRequest& g, cuda_abi::KeyValueStore& store) {
   const std::string key = g.store_prefix + "/nccl_id";
   ncclUniqueId id{};
   if (g.rank == 0) {
@@ -41,7 +41,7 @@ ncclUniqueId exchange_id(const device::NcclGroupRequest& g, device::KeyValueStor
   return id;
 }
 
-NcclHandles init_group(const device::NcclGroupRequest& g, device::KeyValueStore& store) {
+NcclHandles init_group(const cuda_abi::NcclGroupRequest& g, cuda_abi::KeyValueStore& store) {
   NcclHandles h;
   if (g.size == 1) return h;  // nothing to talk to: the communicator short-circuits
   const ncclUniqueId id = exchange_id(g, store);
@@ -64,11 +64,11 @@ NcclHandles init_group(const device::NcclGroupRequest& g, device::KeyValueStore&
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(
-    const std::vector<device::NcclGroupRequest>& groups, device::KeyValueStore& store, int device,
-    int64_t timeout_ms) {
+    const std::vector<cuda_abi::NcclGroupRequest>& groups, cuda_abi::KeyValueStore& store,
+    int device, int64_t timeout_ms) {
   TRAINCTL_CUDA_CHECK(cudaSetDevice(device));
   std::vector<std::unique_ptr<Communicator>> out;
-  for (const device::NcclGroupRequest& g : groups) {
+  for (const cuda_abi::NcclGroupRequest& g : groups) {
     NcclHandles h = init_group(g, store);
     out.push_back(std::make_unique<NcclCommunicator>(g.name, g.rank, g.size, device, h,
                                                      std::chrono::milliseconds(timeout_ms)));
