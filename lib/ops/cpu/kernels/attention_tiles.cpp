@@ -311,7 +311,8 @@ float softmax_row(float* s, int valid, int width, float scale, float* inv_sum) {
   const V vscale = simd::set1(scale);
   const V shift = simd::set1(-scale * m);
   map_row(
-      s, valid, width, [&](V x, int) { return simd::exp(simd::fmadd(x, vscale, shift)); }, lanes);
+      s, valid, width, [&](V x, int) { return simd::exp<true>(simd::fmadd(x, vscale, shift)); },
+      lanes);
   const float total = reduce_lanes(lanes);
   *inv_sum = 1.0f / total;
   return scale * m + __builtin_logf(total);
@@ -322,7 +323,8 @@ void probabilities_row(float* s, int valid, int width, float scale, float lse) {
   const V vscale = simd::set1(scale);
   const V shift = simd::set1(-lse);
   map_row(
-      s, valid, width, [&](V x, int) { return simd::exp(simd::fmadd(x, vscale, shift)); }, nullptr);
+      s, valid, width, [&](V x, int) { return simd::exp<true>(simd::fmadd(x, vscale, shift)); },
+      nullptr);
 }
 
 // ds[j] = p[j] (dp[j] - d) for j < valid, 0 up to width (ds may alias dp).

@@ -35,6 +35,7 @@ inline void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V add(V a, V b) { return _mm512_add_ps(a, b); }
 inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
 inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V div(V a, V b) { return _mm512_div_ps(a, b); }
 inline V max(V a, V b) { return _mm512_max_ps(a, b); }
 inline V min(V a, V b) { return _mm512_min_ps(a, b); }
 inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }    // a b + c
@@ -73,6 +74,7 @@ inline void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
 inline V add(V a, V b) { return _mm256_add_ps(a, b); }
 inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
 inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+inline V div(V a, V b) { return _mm256_div_ps(a, b); }
 inline V max(V a, V b) { return _mm256_max_ps(a, b); }
 inline V min(V a, V b) { return _mm256_min_ps(a, b); }
 inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
@@ -98,24 +100,41 @@ inline V pow2_of_rounded(V t, V round) {
 #error "kernels/simd.h needs AVX2+FMA or AVX-512F flags (see lib/CMakeLists.txt)"
 #endif
 
-// fast_exp (vec_math.h) on a vector: the same Cephes polynomial and clamps, with fused
-// multiply-adds.
+// a b + c, with one rounding (Fused) or two, as the scalar `a * b + c` is compiled here.
+template <bool Fused>
+inline V mul_add(V a, V b, V c) {
+  if constexpr (Fused) {
+    return fmadd(a, b, c);
+  } else {
+    return add(mul(a, b), c);
+  }
+}
+
+// fast_exp (vec_math.h) on a vector: the same Cephes polynomial and clamps. Unfused, it is
+// the scalar function's exact operations in order (bitwise equal to it, NaN aside: the
+// clamps here send NaN to a bound); fused, one rounding fewer per step.
+template <bool Fused>
 inline V exp(V x) {
   x = max(x, set1(-87.3f));
   x = min(x, set1(88.37f));
   const V round = set1(12582912.0f);
-  const V t = fmadd(x, set1(1.44269504088896341f), round);
+  const V t = mul_add<Fused>(x, set1(1.44269504088896341f), round);
   const V n = sub(t, round);
-  V r = fnmadd(n, set1(0.693359375f), x);
-  r = fmadd(n, set1(2.12194440e-4f), r);
+  V r;
+  if constexpr (Fused) {
+    r = fnmadd(n, set1(0.693359375f), x);
+  } else {
+    r = sub(x, mul(n, set1(0.693359375f)));
+  }
+  r = mul_add<Fused>(n, set1(2.12194440e-4f), r);
   const V r2 = mul(r, r);
   V p = set1(1.9875691500e-4f);
-  p = fmadd(p, r, set1(1.3981999507e-3f));
-  p = fmadd(p, r, set1(8.3334519073e-3f));
-  p = fmadd(p, r, set1(4.1665795894e-2f));
-  p = fmadd(p, r, set1(1.6666665459e-1f));
-  p = fmadd(p, r, set1(5.0000001201e-1f));
-  const V y = add(fmadd(p, r2, r), set1(1.0f));
+  p = mul_add<Fused>(p, r, set1(1.3981999507e-3f));
+  p = mul_add<Fused>(p, r, set1(8.3334519073e-3f));
+  p = mul_add<Fused>(p, r, set1(4.1665795894e-2f));
+  p = mul_add<Fused>(p, r, set1(1.6666665459e-1f));
+  p = mul_add<Fused>(p, r, set1(5.0000001201e-1f));
+  const V y = add(mul_add<Fused>(p, r2, r), set1(1.0f));
   return mul(y, pow2_of_rounded(t, round));
 }
 
