@@ -21,6 +21,7 @@
 #include "launch/watchdog.h"
 #include "launch/worker_env.h"
 #include "launch/worker_signals.h"
+#include "train/spec_options.h"
 #include "train_mode.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -46,12 +47,6 @@ long long env_number(const char* name, long long fallback) {
 // `selftest --quick`: only messages up to this many floats (wiring, not bandwidth paths).
 constexpr size_t kQuickSelfTestMaxCount = 4096;
 
-// The hang watchdog fires at runtime.comm_timeout_s; Gloo's own timeout is set this much
-// later, so the watchdog's report (which ranks reached the call) comes first. It covers
-// the watchdog's check period and its wait for the other ranks' reports.
-constexpr std::chrono::milliseconds kWatchdogPeriod{1000};
-constexpr std::chrono::milliseconds kWatchdogGather{2000};
-constexpr std::chrono::milliseconds kGlooTimeoutMargin{5000};
 // The watchdog's own store connection: short limits, so a lost store never delays the
 // timeout check for long.
 constexpr std::chrono::milliseconds kWatchdogStoreTimeout{3000};
@@ -88,9 +83,9 @@ std::optional<comm::StallHook> stall_hook_from_env(int rank) {
 
 // The watchdog, with its own store connection (the main client is not shared across
 // threads while a blocking call may hold it).
-std::unique_ptr<launch::Watchdog> start_watchdog(const launch::WorkerEnv& env,
-                                                 const comm::ProcessGroups& groups,
-                                                 std::chrono::milliseconds timeout) {
+std::unique_ptr<launch::Watchdog> start_watchdog(const config::JobSpec& spec,
+                                                 const launch::WorkerEnv& env,
+                                                 const comm::ProcessGroups& groups) {
   launch::StoreClientOptions options;
   options.connect_timeout = kWatchdogStoreTimeout;
   options.timeout = kWatchdogStoreTimeout;
@@ -98,12 +93,8 @@ std::unique_ptr<launch::Watchdog> start_watchdog(const launch::WorkerEnv& env,
       std::make_shared<launch::TcpStoreClient>(env.store_addr, env.store_port, env.token, options);
   auto store = std::make_shared<launch::PrefixedStore>(
       client, launch::attempt_prefix(env.restart) + "watchdog/");
-  launch::WatchdogOptions watchdog;
-  watchdog.timeout = timeout;
-  watchdog.period = kWatchdogPeriod;
-  watchdog.gather_timeout = kWatchdogGather;
-  watchdog.world_size = env.world_size;
-  return std::make_unique<launch::Watchdog>(groups.progress, std::move(store), watchdog,
+  return std::make_unique<launch::Watchdog>(groups.progress, std::move(store),
+                                            train::watchdog_options(spec, env.world_size),
                                             exit_on_hang);
 }
 
@@ -158,33 +149,22 @@ int run_bench_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
 
 int run_mode(const launch::WorkerEnv& env) {
   config::JobSpec spec = config::load_job_spec(env.config, {});
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(spec.runtime.comm_timeout_s * 1000.0));
-
-  launch::StoreClientOptions store_options;
-  store_options.connect_timeout = timeout;
-  store_options.timeout = timeout;
   auto client = std::make_shared<launch::TcpStoreClient>(env.store_addr, env.store_port, env.token,
-                                                         store_options);
+                                                         train::store_options(spec));
   auto store = std::make_shared<launch::PrefixedStore>(
       client, launch::attempt_prefix(env.restart) + "workers/");
-
-  comm::GlooOptions gloo_options;
-  gloo_options.timeout = timeout + kGlooTimeoutMargin;
-  gloo_options.allreduce_algo = comm::parse_allreduce_algo(spec.runtime.allreduce_algo);
-  comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  const comm::GlooOptions gloo = train::gloo_options(spec);
   // GPUs: NCCL groups, one GPU per worker (its local rank among the visible devices).
   comm::ProcessGroups groups =
-      spec.device == config::Device::cuda
-          ? device::make_nccl_groups(store, layout, env.rank, env.local_rank,
-                                     timeout + kGlooTimeoutMargin)
-          : comm::make_gloo_groups(store, layout, env.rank, gloo_options, env.node_addr);
+      spec.device == Device::cuda
+          ? device::make_nccl_groups(store, spec.parallel, env.rank, env.local_rank, gloo.timeout)
+          : comm::make_gloo_groups(store, spec.parallel, env.rank, gloo, env.node_addr);
   spdlog::info("connected: {}", describe_groups(groups));
   comm::watch_process_groups(groups, stall_hook_from_env(env.rank));
 
   // The benchmark times the transport alone and may legitimately run long messages.
   std::unique_ptr<launch::Watchdog> watchdog;
-  if (env.mode != launch::WorkerMode::bench_comm) watchdog = start_watchdog(env, groups, timeout);
+  if (env.mode != launch::WorkerMode::bench_comm) watchdog = start_watchdog(spec, env, groups);
 
   try {
     switch (env.mode) {

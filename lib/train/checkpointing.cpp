@@ -177,8 +177,7 @@ void Checkpointer::commit(int64_t step) {
   const config::JobSpec& spec = e_.spec;
   checkpoint::CheckpointMetadata m;
   m.step = step;
-  m.layout = {spec.parallel.dp, spec.parallel.tp, spec.parallel.pp, spec.parallel.virtual_stages,
-              spec.parallel.zero};
+  m.layout = {spec.parallel, spec.parallel.virtual_stages, spec.parallel.zero};
   m.model = e_.gpt.config();
   m.data.next_step = step;
   m.data.samples_consumed = e_.layout.samples_before(step);

@@ -13,7 +13,7 @@
 #include "train/engine.h"
 #include "train/export.h"
 #include "train/metrics.h"
-#include "train/model_setup.h"
+#include "train/spec_options.h"
 #include "train/step_stats.h"
 
 namespace trainctl::train {
@@ -21,8 +21,7 @@ namespace trainctl::train {
 namespace {
 
 std::unique_ptr<ops::Backend> make_engine_backend(const config::JobSpec& spec, int local_rank) {
-  const Device device = spec.device == config::Device::cuda ? Device::cuda : Device::cpu;
-  return device::make_backend(device, backend_options(spec), local_rank);
+  return device::make_backend(spec.device, backend_options(spec), local_rank);
 }
 
 void announce(const Engine& e, MetricsReporter& reporter) {
