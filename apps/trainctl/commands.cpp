@@ -207,8 +207,8 @@ int cmd_bench_comm(const BenchCommArgs& args) {
   fs::path run_dir;
   bool temporary = !args.run_dir.has_value();
   if (temporary) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainctl-bench-XXXXXX";
+    std::string tmp = launch::process_env()("TMPDIR").value_or("");
+    std::string pattern = (tmp.empty() ? std::string("/tmp") : tmp) + "/trainctl-bench-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
     }

@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
-#include "worker_main.h"
+#include "worker/worker.h"
 
 namespace {
 
@@ -276,7 +276,7 @@ int run(int argc, char** argv) {
     return code == 0 ? trainctl::kExitOk : trainctl::kExitBadInput;
   }
 
-  if (worker->parsed()) return trainctl::app::run_worker();
+  if (worker->parsed()) return trainctl::worker::run_worker();
 
   trainctl::log::init(-1, 0);
   launch_args.overrides = overrides;

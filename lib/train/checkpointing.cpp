@@ -60,15 +60,12 @@ int broadcast_int(comm::Communicator& world, int value) {
 }  // namespace
 
 Checkpointer::Checkpointer(Engine& engine, const fs::path& run_dir,
-                           std::function<void(const std::string&)> say)
+                           std::function<void(const std::string&)> say, int64_t crash_at_step)
     : e_(engine),
       dir_(run_dir / "checkpoints"),
       say_(std::move(say)),
-      cadence_(engine.spec.checkpoint, engine.groups.rank == 0) {
-  if (const char* hook = std::getenv("TRAINCTL_TEST_CRASH_IN_CHECKPOINT")) {
-    crash_at_step_ = std::atoll(hook);
-  }
-}
+      cadence_(engine.spec.checkpoint, engine.groups.rank == 0),
+      crash_at_step_(crash_at_step) {}
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();

@@ -7,10 +7,6 @@
 //
 // Every public call is collective over the world group: all ranks call it at the same
 // step boundary.
-//
-// Test hook: TRAINCTL_TEST_CRASH_IN_CHECKPOINT=<step> makes the last world rank die
-// (_exit 9) right after writing its file of that step's checkpoint, before the checkpoint
-// is complete, to prove a crash mid-save leaves the previous checkpoint intact.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -28,8 +24,11 @@ namespace trainctl::train {
 class Checkpointer {
  public:
   // `say` prints a line for the user (rank 0's console); called on rank 0 only.
+  // `crash_at_step`, a test hook (launch/test_hooks.h, TRAINCTL_TEST_CRASH_IN_CHECKPOINT):
+  // the last world rank dies (_exit 9) right after writing its file of that step's
+  // checkpoint, before the checkpoint is complete; -1: never.
   Checkpointer(Engine& engine, const std::filesystem::path& run_dir,
-               std::function<void(const std::string&)> say);
+               std::function<void(const std::string&)> say, int64_t crash_at_step = -1);
   // Waits for a background write (without committing it: an unfinished checkpoint is
   // never made visible).
   ~Checkpointer();
@@ -83,7 +82,7 @@ class Checkpointer {
   std::thread writer_;
   std::exception_ptr write_error_;
   std::atomic<bool> write_done_{true};
-  int64_t crash_at_step_ = -1;  // the test hook above
+  int64_t crash_at_step_;  // the test hook above
 };
 
 }  // namespace trainctl::train

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "comm/progress.h"
 #include "data/prefetcher.h"
@@ -61,6 +62,14 @@ MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGr
                          reporting ? ctx.console_fd : -1, spec.logging.every_steps);
 }
 
+// The checkpointer's messages: on rank 0's console and in this rank's log.
+std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
+  return [&reporter](const std::string& line) {
+    reporter.message(line);
+    spdlog::info("{}", line);
+  };
+}
+
 // On rank 0's console (the others' reporters have none).
 void announce_nothing_to_train(MetricsReporter& reporter, int64_t start, int64_t steps) {
   reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) + " of " +
@@ -114,10 +123,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
   MetricsReporter reporter = make_reporter(spec, groups, ctx);
   announce(e, reporter);
-  Checkpointer ckpt(e, ctx.run_dir, [&](const std::string& line) {
-    reporter.message(line);
-    spdlog::info("{}", line);
-  });
+  Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
   const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
   if (start >= steps) announce_nothing_to_train(reporter, start, steps);
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
