@@ -18,7 +18,7 @@
 #include "plan/pipeline_simulate.h"
 #include "plan/pipeline_timeline.h"
 #include "train/inspect_step.h"
-#include "train/model_setup.h"
+#include "train/spec_options.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -50,7 +50,7 @@ std::string percent(double fraction) {
 
 // `plan`: every world rank's (dp, tp, pp) coordinates.
 std::string plan_rank_map(const config::JobSpec& spec) {
-  const comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  const Layout& layout = spec.parallel;
   std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
                     std::to_string(layout.dp) + " x tp " + std::to_string(layout.tp) + " x pp " +
                     std::to_string(layout.pp) +
@@ -126,7 +126,7 @@ std::string plan_layers(const config::JobSpec& spec) {
 // refuses (exit 2) when the plugin, the CUDA libraries or enough GPUs are missing, and
 // returns the GPUs' descriptions for the rank map. Empty for device: cpu.
 std::vector<std::string> check_gpus(const config::JobSpec& spec, int nnodes) {
-  if (spec.device != config::Device::cuda) return {};
+  if (spec.device != Device::cuda) return {};
   const device::CudaAvailability gpu = device::cuda_availability();
   if (!gpu.available) throw InputError(gpu.reason + "; or use device: cpu");
   const int per_node = launch::workers_per_node(spec.world_size(), nnodes);
@@ -176,7 +176,7 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster_flags) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
   launch::ClusterPlacement cluster = launch::resolve_cluster(cluster_flags, launch::process_env());
-  comm::Layout layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
+  const Layout& layout = spec.parallel;
   std::vector<launch::RankPlacement> map = launch::rank_map(layout, cluster.nnodes);
   std::string out = config::summary(spec);
   if (!out.empty() && out.back() != '\n') out += '\n';
@@ -213,8 +213,8 @@ int cmd_bench_comm(const BenchCommArgs& args) {
   fs::path run_dir;
   bool temporary = !args.run_dir.has_value();
   if (temporary) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/trainctl-bench-XXXXXX";
+    std::string tmp = launch::process_env()("TMPDIR").value_or("");
+    std::string pattern = (tmp.empty() ? std::string("/tmp") : tmp) + "/trainctl-bench-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
     }

@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
-#include "worker_main.h"
+#include "worker/worker.h"
 
 namespace {
 
@@ -276,9 +276,9 @@ int run(int argc, char** argv) {
     return code == 0 ? trainctl::kExitOk : trainctl::kExitBadInput;
   }
 
-  if (worker->parsed()) return trainctl::app::run_worker();
-  // One CPU kernel path for the whole job: a bad TRAINCTL_CPU_ISA stops here, before
-  // any worker starts (workers inherit the variable).
+  if (worker->parsed()) return trainctl::worker::run_worker();
+  // One CPU kernel path for the whole job: a bad TRAINCTL_CPU_ISA stops here, before any
+  // worker starts (the launcher passes its choice on to its workers).
   trainctl::app::check_cpu_kernels();
 
   trainctl::log::init(-1, 0);

@@ -12,6 +12,7 @@
 
 #include "model/gpt_config.h"
 #include "model/shard.h"
+#include "util/layout.h"
 
 namespace trainctl::checkpoint {
 
@@ -20,10 +21,7 @@ inline constexpr const char* kMetadataFile = "metadata.json";
 
 // The parallel layout of the run that wrote the checkpoint (informational: reading does not
 // depend on it, only on each tensor's shard description).
-struct ParallelLayout {
-  int dp = 1;
-  int tp = 1;
-  int pp = 1;
+struct ParallelLayout : Layout {
   int virtual_stages = 1;
   int zero = 0;
   bool operator==(const ParallelLayout&) const = default;

@@ -3,14 +3,11 @@
 // node): rank = (pp_rank * dp + dp_rank) * tp + tp_rank. Pure functions, no processes.
 #include <vector>
 
+#include "util/layout.h"
+
 namespace trainctl::comm {
 
-struct Layout {
-  int dp = 1;
-  int tp = 1;
-  int pp = 1;
-  int world_size() const { return dp * tp * pp; }
-};
+using trainctl::Layout;  // the one dp/tp/pp type (util/layout.h)
 
 struct Coord {
   int dp = 0;

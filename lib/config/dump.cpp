@@ -70,7 +70,7 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  weight_decay: " << format_real(o.weight_decay) << "\n  warmup_steps: " << o.warmup_steps
     << "\n  decay: " << o.decay << "\n  min_lr: " << format_real(o.min_lr) << "\n";
 
-  y << "precision:\n  compute: " << to_string(s.precision.compute) << "\n";
+  y << "precision:\n  compute: " << dtype_name(s.precision.compute) << "\n";
   if (s.precision.compute == DType::fp16) {
     y << "  loss_scale: " << format_real(s.precision.loss_scale)
       << "\n  loss_scale_growth_steps: " << s.precision.loss_scale_growth_steps << "\n";

@@ -14,18 +14,6 @@ const char* to_string(Device d) {
   return "?";
 }
 
-const char* to_string(DType d) {
-  switch (d) {
-    case DType::fp32:
-      return "fp32";
-    case DType::bf16:
-      return "bf16";
-    case DType::fp16:
-      return "fp16";
-  }
-  return "?";
-}
-
 bool JobSpec::operator==(const JobSpec& o) const {
   auto fields = [](const JobSpec& s) {
     return std::tie(s.name, s.run_dir, s.seed, s.device, s.model, s.data, s.parallel, s.training,

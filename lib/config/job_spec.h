@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-namespace trainctl::config {
+#include "util/dtype.h"
+#include "util/layout.h"
 
-enum class Device { cpu, cuda };
-enum class DType { fp32, bf16, fp16 };
+namespace trainctl::config {
 
 struct ModelSpec {
   std::string type = "gpt";
@@ -31,10 +31,8 @@ struct DataSpec {
   bool operator==(const DataSpec&) const = default;
 };
 
-struct ParallelSpec {
-  int dp = 1;
-  int tp = 1;
-  int pp = 1;
+// dp, tp and pp (the Layout), and how the work is split within it.
+struct ParallelSpec : Layout {
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
   // Model chunks per pipeline rank for the interleaved schedule (Megatron's virtual
   // pipeline stages); 1 for gpipe and 1f1b.
@@ -138,7 +136,6 @@ struct JobSpec {
   bool operator==(const JobSpec& other) const;
 };
 
-const char* to_string(Device d);
-const char* to_string(DType d);
+const char* to_string(Device d);  // "cpu", "cuda"; dtype names: dtype_name (util/dtype.h)
 
 }  // namespace trainctl::config

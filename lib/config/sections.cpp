@@ -106,7 +106,7 @@ void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
 void read_precision(const MapReader& top, PrecisionSpec& precision) {
   const MapReader r =
       top.section("precision", {"compute", "loss_scale", "loss_scale_growth_steps"});
-  std::string compute = to_string(precision.compute);
+  std::string compute = dtype_name(precision.compute);
   r.read_choice("compute", compute, {"fp32", "bf16", "fp16"},
                 {{"float32", "fp32"},
                  {"float", "fp32"},

@@ -37,6 +37,8 @@ struct ClusterPlacement {
 };
 
 // Reads one environment variable; injectable so tests need not touch the process env.
+// process_env() is the launcher's and the CLI's one reader of the environment (a worker
+// reads its own once, into launch/worker_env.h's WorkerEnv).
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 EnvLookup process_env();
 

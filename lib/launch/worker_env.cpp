@@ -1,7 +1,9 @@
 #include "launch/worker_env.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 
 #include "util/error.h"
 
@@ -27,6 +29,35 @@ int require_int(const char* name) {
                      "' is not an integer");
   }
   return value;
+}
+
+// Optional settings: unset or empty gives nullopt.
+std::optional<std::string> optional_var(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<long long> optional_number(const char* name) {
+  const std::optional<std::string> text = optional_var(name);
+  if (!text) return std::nullopt;
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end != text->data() + text->size() || value < 0) {
+    throw InputError(std::string("environment variable ") + name + "='" + *text +
+                     "' is not a non-negative integer");
+  }
+  return value;
+}
+
+TestHooks read_test_hooks() {
+  TestHooks hooks;
+  hooks.stall = optional_var(kStallHookVariable).value_or("");
+  // As std::atoll: a test sets it, a malformed value is 0 (no checkpoint has step 0).
+  if (const char* crash = std::getenv(kCrashInCheckpointVariable)) {
+    hooks.crash_in_checkpoint_step = std::atoll(crash);
+  }
+  return hooks;
 }
 
 WorkerMode parse_mode(const std::string& text) {
@@ -71,6 +102,13 @@ WorkerEnv read_worker_env() {
     throw InputError("TRAINCTL_RANK=" + std::to_string(e.rank) + " is outside [0, " +
                      "TRAINCTL_WORLD_SIZE=" + std::to_string(e.world_size) + ")");
   }
+  e.resume = optional_var("TRAINCTL_RESUME").value_or("");
+  e.selftest_repeat = std::max(1LL, optional_number("TRAINCTL_SELFTEST_REPEAT").value_or(1));
+  e.selftest_quick = optional_number("TRAINCTL_SELFTEST_QUICK").value_or(0) != 0;
+  e.bench_min_bytes = optional_number("TRAINCTL_BENCH_MIN_BYTES");
+  e.bench_max_bytes = optional_number("TRAINCTL_BENCH_MAX_BYTES");
+  e.bench_iters = optional_number("TRAINCTL_BENCH_ITERS");
+  e.hooks = read_test_hooks();
   return e;
 }
 

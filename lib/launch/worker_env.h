@@ -14,10 +14,22 @@
 //   TRAINCTL_CONSOLE_FD   only on global rank 0: a file descriptor that is the launcher's
 //                         stdout, for the live progress line (workers' own stdout and
 //                         stderr go to run_dir/logs/rank<R>.log)
+//
+// and, optional, per mode (LaunchOptions::worker_env; unset: the defaults below):
+//
+//   TRAINCTL_RESUME       train: --resume (auto | none | a checkpoint directory)
+//   TRAINCTL_SELFTEST_REPEAT, TRAINCTL_SELFTEST_QUICK   selftest: rounds; nonzero: small
+//                         messages only
+//   TRAINCTL_BENCH_MIN_BYTES, TRAINCTL_BENCH_MAX_BYTES, TRAINCTL_BENCH_ITERS   bench-comm
+//
+// and the test hooks (launch/test_hooks.h). A worker reads its environment once, here.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "launch/test_hooks.h"
 
 namespace trainctl::launch {
 
@@ -39,13 +51,20 @@ struct WorkerEnv {
   WorkerMode mode = WorkerMode::train;
   int restart = 0;
   int console_fd = -1;  // -1: absent (every rank but 0)
+
+  std::string resume;  // "": auto
+  long long selftest_repeat = 1;
+  bool selftest_quick = false;
+  std::optional<long long> bench_min_bytes, bench_max_bytes, bench_iters;  // unset: defaults
+  TestHooks hooks;
 };
 
 // Reads the contract from this process's environment. Throws InputError naming the
 // missing or malformed variable (a worker started by hand without its launcher).
 WorkerEnv read_worker_env();
 
-// The variables as NAME=VALUE pairs (TRAINCTL_CONSOLE_FD only when console_fd >= 0).
+// The contract's variables as NAME=VALUE pairs (TRAINCTL_CONSOLE_FD only when
+// console_fd >= 0; not the optional per-mode ones, which the launcher passes itself).
 std::vector<std::pair<std::string, std::string>> worker_env_vars(const WorkerEnv& env);
 
 // Sets the variables in this process's environment (for tests and by-hand debugging;

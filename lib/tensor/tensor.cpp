@@ -13,29 +13,6 @@ namespace {
 constexpr size_t kAlignment = 64;
 }  // namespace
 
-size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::fp32:
-      return 4;
-    case DType::bf16:
-    case DType::fp16:
-      return 2;
-  }
-  throw std::invalid_argument("dtype_size: unknown dtype");
-}
-
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::fp32:
-      return "fp32";
-    case DType::bf16:
-      return "bf16";
-    case DType::fp16:
-      return "fp16";
-  }
-  throw std::invalid_argument("dtype_name: unknown dtype");
-}
-
 int64_t numel_of(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {

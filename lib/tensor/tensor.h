@@ -8,13 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "util/dtype.h"
+
 namespace trainctl {
-
-enum class DType { fp32, bf16, fp16 };
-enum class Device { cpu, cuda };
-
-size_t dtype_size(DType d);
-const char* dtype_name(DType d);
 
 using Shape = std::vector<int64_t>;
 int64_t numel_of(const Shape& s);

@@ -13,7 +13,7 @@ void refuse(const config::JobSpec& spec, const std::string& key, const std::stri
 }  // namespace
 
 void check_trainable(const config::JobSpec& spec) {
-  if (spec.device == config::Device::cuda) {
+  if (spec.device == Device::cuda) {
     const device::CudaAvailability gpu = device::cuda_availability();
     if (!gpu.available) refuse(spec, "device", gpu.reason + "; or use device: cpu");
   }

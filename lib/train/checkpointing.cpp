@@ -60,18 +60,29 @@ int broadcast_int(comm::Communicator& world, int value) {
 }  // namespace
 
 Checkpointer::Checkpointer(Engine& engine, const fs::path& run_dir,
-                           std::function<void(const std::string&)> say)
-    : e_(engine), dir_(run_dir / "checkpoints"), say_(std::move(say)) {
-  if (const char* hook = std::getenv("TRAINCTL_TEST_CRASH_IN_CHECKPOINT")) {
-    crash_at_step_ = std::atoll(hook);
-  }
-}
+                           std::function<void(const std::string&)> say, int64_t crash_at_step)
+    : e_(engine),
+      dir_(run_dir / "checkpoints"),
+      say_(std::move(say)),
+      cadence_(engine.spec.checkpoint, engine.groups.rank == 0),
+      crash_at_step_(crash_at_step) {}
 
 Checkpointer::~Checkpointer() {
   if (writer_.joinable()) writer_.join();
 }
 
 bool Checkpointer::written() const { return write_done_.load(); }
+
+void Checkpointer::maybe_save(int64_t step, bool last, bool requested) {
+  if (!cadence_.periodic_due(step, last, requested)) return;
+  save(step, e_.spec.checkpoint.async);
+  cadence_.saved(step, Clock::now());
+}
+
+void Checkpointer::save_final(int64_t step) {
+  if (cadence_.final_due(step)) save(step, false);
+  finish_pending();
+}
 
 void Checkpointer::save(int64_t step, bool async) {
   finish_pending();
@@ -163,8 +174,7 @@ void Checkpointer::commit(int64_t step) {
   const config::JobSpec& spec = e_.spec;
   checkpoint::CheckpointMetadata m;
   m.step = step;
-  m.layout = {spec.parallel.dp, spec.parallel.tp, spec.parallel.pp, spec.parallel.virtual_stages,
-              spec.parallel.zero};
+  m.layout = {spec.parallel, spec.parallel.virtual_stages, spec.parallel.zero};
   m.model = e_.gpt.config();
   m.data.next_step = step;
   m.data.samples_consumed = e_.layout.samples_before(step);
@@ -231,6 +241,12 @@ fs::path Checkpointer::choose(const std::string& resume, bool* found) {
 }
 
 int64_t Checkpointer::restore(const std::string& resume) {
+  const int64_t step = load(resume);
+  cadence_.start(step, Clock::now());
+  return step;
+}
+
+int64_t Checkpointer::load(const std::string& resume) {
   comm::Communicator& world = *e_.groups.world;
   // Rank 0 picks and verifies the checkpoint; every rank then reads its own slices. The
   // choice travels as a step number (-1: none; -2 / -3: rank 0 found bad input / failed

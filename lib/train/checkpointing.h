@@ -7,10 +7,6 @@
 //
 // Every public call is collective over the world group: all ranks call it at the same
 // step boundary.
-//
-// Test hook: TRAINCTL_TEST_CRASH_IN_CHECKPOINT=<step> makes the last world rank die
-// (_exit 9) right after writing its file of that step's checkpoint, before the checkpoint
-// is complete, to prove a crash mid-save leaves the previous checkpoint intact.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +16,7 @@
 #include <thread>
 
 #include "checkpoint/metadata.h"
+#include "train/cadence.h"
 #include "train/engine.h"
 
 namespace trainctl::train {
@@ -27,13 +24,27 @@ namespace trainctl::train {
 class Checkpointer {
  public:
   // `say` prints a line for the user (rank 0's console); called on rank 0 only.
+  // `crash_at_step`, a test hook (launch/test_hooks.h, TRAINCTL_TEST_CRASH_IN_CHECKPOINT):
+  // the last world rank dies (_exit 9) right after writing its file of that step's
+  // checkpoint, before the checkpoint is complete; -1: never.
   Checkpointer(Engine& engine, const std::filesystem::path& run_dir,
-               std::function<void(const std::string&)> say);
+               std::function<void(const std::string&)> say, int64_t crash_at_step = -1);
   // Waits for a background write (without committing it: an unfinished checkpoint is
   // never made visible).
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Whether this rank asks for a checkpoint after the coming step because
+  // checkpoint.every_minutes have passed (world rank 0's clock alone decides).
+  bool time_due() const { return cadence_.time_due(CheckpointCadence::Clock::now()); }
+  // After `step` completed steps: saves (checkpoint.async) when checkpoint.every_steps
+  // divides `step` or some rank asked by time (`requested`, StepOutcome::checkpoint); not
+  // after the last step (`last`), which save_final() covers.
+  void maybe_save(int64_t step, bool last, bool requested);
+  // The end of training, or a stop signal (Slurm preemption): a complete checkpoint of
+  // `step` unless one exists, and every pending write committed, before the run reports done.
+  void save_final(int64_t step);
 
   // Snapshots the state after `step` completed steps. Async: the files are written on a
   // background thread and committed by a later commit_if_written(); else written and
@@ -51,10 +62,11 @@ class Checkpointer {
   // Loads the checkpoint `resume` selects ("auto", "none" or a path; see TrainContext) into
   // the engine's model and optimizer. Returns the completed steps to continue after (0:
   // nothing loaded). With "auto", a damaged newest checkpoint is reported and the next
-  // older one used.
+  // older one used. The checkpoint cadence counts from here.
   int64_t restore(const std::string& resume);
 
  private:
+  int64_t load(const std::string& resume);
   struct Snapshot;
   void write_snapshot(const Snapshot& s);
   void commit(int64_t step);
@@ -63,13 +75,14 @@ class Checkpointer {
   Engine& e_;
   std::filesystem::path dir_;  // run_dir/checkpoints
   std::function<void(const std::string&)> say_;
+  CheckpointCadence cadence_;
   std::filesystem::path tmp_;
   int64_t pending_step_ = -1;
   std::unique_ptr<Snapshot> snapshot_;
   std::thread writer_;
   std::exception_ptr write_error_;
   std::atomic<bool> write_done_{true};
-  int64_t crash_at_step_ = -1;  // the test hook above
+  int64_t crash_at_step_;  // the test hook above
 };
 
 }  // namespace trainctl::train

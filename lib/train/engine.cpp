@@ -5,43 +5,9 @@
 #include <string>
 
 #include "parallel/tied_embedding.h"
-#include "train/model_setup.h"
+#include "train/spec_options.h"
 
 namespace trainctl::train {
-
-namespace {
-
-std::vector<parallel::Instruction> stage_program(const config::JobSpec& s,
-                                                 const comm::ProcessGroups& g) {
-  if (s.parallel.pp == 1) return {};
-  return parallel::make_schedule(parallel::parse_schedule_kind(s.parallel.schedule), g.coord.pp,
-                                 s.parallel.pp, s.grad_accum(), s.parallel.virtual_stages);
-}
-
-model::GptOptions model_options(const config::JobSpec& s, comm::ProcessGroups& g,
-                                const std::vector<parallel::Instruction>& program) {
-  model::GptOptions o;
-  o.shard = model::GptShardSpec::of(gpt_config(s), s.model.seq_len, s.parallel.pp, g.coord.pp,
-                                    s.parallel.virtual_stages, s.parallel.tp, g.coord.tp);
-  o.tp = g.tp.get();
-  o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
-  return o;
-}
-
-parallel::DataParallelOptions data_parallel_options(const config::JobSpec& s,
-                                                    comm::ProcessGroups& g, const model::Gpt& gpt) {
-  parallel::DataParallelOptions o;
-  o.zero_stage = g.dp->size() > 1 ? s.parallel.zero : 0;
-  o.sync.buckets.bucket_bytes = static_cast<size_t>(s.parallel.bucket_mb * (1 << 20));
-  o.sync.dtype = parallel::parse_grad_comm_dtype(s.parallel.grad_comm);
-  if (g.layout.tp * g.layout.pp > 1) {
-    o.norm.group = g.world.get();
-    o.norm.counted = parallel::norm_counted_ranges(gpt.params());
-  }
-  return o;
-}
-
-}  // namespace
 
 Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr<ops::Backend> be)
     : spec(s),
@@ -51,14 +17,12 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
       gpt(gpt_config(s), *backend, s.training.micro_batch_size, s.model.seq_len,
           model_options(s, g, program)),
       dataset(data::make_dataset(dataset_options(s))),
-      layout{s.training.micro_batch_size, s.model.seq_len, s.grad_accum(), s.parallel.dp,
-             g.coord.dp},
+      layout(batch_layout(s, g)),
       data_parallel(*g.dp, gpt, *backend, optimizer_options(s), data_parallel_options(s, g, gpt)),
-      schedule{s.optimizer.lr, s.optimizer.min_lr, s.optimizer.warmup_steps, s.training.steps,
-               s.optimizer.decay},
+      schedule(lr_schedule(s)),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
   gpt.init_weights(s.seed);
-  if (s.precision.compute == config::DType::fp16) loss_scaler.emplace(loss_scaler_options(s));
+  if (s.precision.compute == DType::fp16) loss_scaler.emplace(loss_scaler_options(s));
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 

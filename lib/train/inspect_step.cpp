@@ -12,7 +12,7 @@
 #include "model/gpt.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
-#include "train/model_setup.h"
+#include "train/spec_options.h"
 
 namespace trainctl::train {
 

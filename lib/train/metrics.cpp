@@ -17,8 +17,36 @@ std::string hms(double seconds) {
 }
 }  // namespace
 
-MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd)
-    : fd_(console_fd) {
+namespace {
+double seconds_between(StepTimer::Clock::time_point a, StepTimer::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+}  // namespace
+
+StepTimer::StepTimer() : start_(Clock::now()), window_start_(start_), step_start_(start_) {}
+
+void StepTimer::begin_step() {
+  step_start_ = Clock::now();
+  ++window_steps_;
+}
+
+double StepTimer::step_ms() const { return seconds_between(step_start_, Clock::now()) * 1e3; }
+
+double StepTimer::elapsed_s() const { return seconds_between(start_, Clock::now()); }
+
+double StepTimer::tokens_per_s(int64_t tokens_per_step) const {
+  return static_cast<double>(window_steps_ * tokens_per_step) /
+         seconds_between(window_start_, Clock::now());
+}
+
+void StepTimer::restart_window() {
+  window_start_ = Clock::now();
+  window_steps_ = 0;
+}
+
+MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd,
+                                 int log_every_steps)
+    : fd_(console_fd), log_every_(log_every_steps) {
   if (!metrics_path.empty()) file_.open(metrics_path, std::ios::app);
   tty_ = fd_ >= 0 && ::isatty(fd_) == 1;
 }
@@ -58,6 +86,10 @@ std::string MetricsReporter::format(const StepMetrics& m) const {
     s.append(buf, static_cast<size_t>(n));
   }
   return s;
+}
+
+bool MetricsReporter::should_log(int64_t step, bool last, bool skipped) const {
+  return (log_every_ > 0 && step % log_every_ == 0) || step == 1 || last || skipped;
 }
 
 void MetricsReporter::log(const StepMetrics& m) {

@@ -42,14 +42,36 @@ struct StepMetrics {
   double elapsed_s = 0.0;
 };
 
+// The wall-clock side of the metrics: the current step's time, the time since the start,
+// and tokens per second over the steps since the last logged one.
+class StepTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  StepTimer();
+  void begin_step();
+  double step_ms() const;
+  double elapsed_s() const;
+  double tokens_per_s(int64_t tokens_per_step) const;  // since restart_window()
+  void restart_window();
+
+ private:
+  Clock::time_point start_, window_start_, step_start_;
+  int64_t window_steps_ = 0;
+};
+
 class MetricsReporter {
  public:
-  // console_fd < 0: no console output. metrics_path empty: no file.
-  MetricsReporter(const std::filesystem::path& metrics_path, int console_fd);
+  // console_fd < 0: no console output. metrics_path empty: no file. log_every_steps:
+  // logging.every_steps.
+  MetricsReporter(const std::filesystem::path& metrics_path, int console_fd, int log_every_steps);
   ~MetricsReporter();
   MetricsReporter(const MetricsReporter&) = delete;
   MetricsReporter& operator=(const MetricsReporter&) = delete;
 
+  // Whether `step` (1-based) is logged: every log_every_steps steps, the first, the last
+  // (`last`: the end of training or a stop) and a skipped one (`skipped`: fp16 overflow).
+  // The same on every rank, which gather the logged steps' statistics together.
+  bool should_log(int64_t step, bool last, bool skipped) const;
   void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
   void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
   void message(const std::string& line);  // a console line (ends any progress line)
@@ -60,6 +82,7 @@ class MetricsReporter {
 
   std::ofstream file_;
   int fd_ = -1;
+  int log_every_ = 1;
   bool tty_ = false;
   bool open_line_ = false;
 };

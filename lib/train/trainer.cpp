@@ -3,64 +3,26 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <stdexcept>
+#include <functional>
 
 #include "comm/progress.h"
-#include "data/dataset.h"
 #include "data/prefetcher.h"
 #include "device/make_backend.h"
-#include "model/gpt.h"
-#include "ops/backend.h"
-#include "optim/lr_schedule.h"
-#include "parallel/data_parallel.h"
+#include "train/cadence.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
 #include "train/export_model.h"
 #include "train/metrics.h"
-#include "train/model_setup.h"
+#include "train/spec_options.h"
+#include "train/step_stats.h"
 
 namespace trainctl::train {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Each pipeline stage's wait for its neighbours this step, gathered to every rank (a
-// collective over the world: all ranks call it on the same steps).
-std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
-  comm::Communicator& world = *e.groups.world;
-  const float mine = static_cast<float>(idle_s * 1e3);
-  std::vector<float> all(static_cast<size_t>(world.size()));
-  world.allgather(&mine, all.data(), 1);
-  std::vector<double> per_stage;
-  for (int stage = 0; stage < e.groups.layout.pp; ++stage) {
-    per_stage.push_back(all[static_cast<size_t>(comm::rank_of(e.groups.layout, {0, 0, stage}))]);
-  }
-  return per_stage;
-}
-
-// This step's gradient communication over the DP group, seen from both ends: the rank
-// whose backward pass finished last sets the step time and waits only for the part of
-// the communication its backward could not hide; the others also wait for it (load
-// imbalance, not communication). So exposed_comm_ms is the minimum over the DP ranks and
-// dp_wait_max_ms the maximum (a collective over DP: all ranks call it on the same steps,
-// when the gradient reduction has finished and the group is idle).
-void add_dp_comm_stats(Engine& e, StepMetrics& m) {
-  const parallel::StepCommStats mine = e.data_parallel.stats();
-  // max of negated values gives the minima: one collective for both.
-  float v[4] = {static_cast<float>(-mine.comm_s), static_cast<float>(-mine.exposed_s),
-                static_cast<float>(mine.comm_s), static_cast<float>(mine.exposed_s)};
-  e.groups.dp->allreduce(v, 4, comm::ReduceOp::max);
-  m.comm_ms = -v[0] * 1e3;
-  m.exposed_comm_ms = -v[1] * 1e3;
-  m.dp_wait_max_ms = v[3] * 1e3;
+std::unique_ptr<ops::Backend> make_engine_backend(const config::JobSpec& spec, int local_rank) {
+  return device::make_backend(spec.device, backend_options(spec), local_rank);
 }
 
 void announce(const Engine& e, MetricsReporter& reporter) {
@@ -92,113 +54,51 @@ void announce(const Engine& e, MetricsReporter& reporter) {
   reporter.message(line);
 }
 
-}  // namespace
-
-TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
-                         const TrainContext& ctx) {
-  check_trainable(spec);
+// Only rank 0's reporter has a console.
+MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGroups& groups,
+                              const TrainContext& ctx) {
   const bool reporting = groups.rank == 0;
-  const Device device = spec.device == config::Device::cuda ? Device::cuda : Device::cpu;
-  Engine e(spec, groups, device::make_backend(device, backend_options(spec), ctx.local_rank));
-  MetricsReporter reporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
-                           reporting ? ctx.console_fd : -1);
-  announce(e, reporter);
+  return MetricsReporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
+                         reporting ? ctx.console_fd : -1, spec.logging.every_steps);
+}
 
-  const int64_t steps = spec.training.steps;
-  const config::CheckpointSpec& policy = spec.checkpoint;
-  Checkpointer ckpt(e, ctx.run_dir, [&](const std::string& line) {
+// The checkpointer's messages: on rank 0's console and in this rank's log.
+std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
+  return [&reporter](const std::string& line) {
     reporter.message(line);
     spdlog::info("{}", line);
-  });
-  const int64_t start = ckpt.restore(ctx.resume);
-  if (start >= steps && reporting) {
-    reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) +
-                     " of " + std::to_string(steps) +
-                     " (raise training.steps, or --resume none to start over)");
-  }
-  data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
-  TrainResult result;
-  result.steps = start;
-  int64_t saved_step = start > 0 ? start : -1;
-  const auto t_start = Clock::now();
-  auto t_window = t_start, t_saved = t_start;
-  int64_t window_steps = 0;
-  for (int64_t step = start; step < steps && !result.stopped; ++step) {
-    const auto t_step = Clock::now();
-    // The hang watchdog names the step a stuck collective belongs to (1-based, as logged).
-    if (groups.progress) groups.progress->set_step(step + 1);
-    StepRequests asked;
-    asked.stop = ctx.should_stop && ctx.should_stop();
-    // Rank 0's clock alone decides time-based checkpoints (the step's collective spreads
-    // the request), so every rank saves after the same step.
-    asked.checkpoint = reporting && policy.every_minutes > 0 &&
-                       seconds_since(t_saved) >= policy.every_minutes * 60;
-    asked.written = ckpt.written();
-    const StepOutcome out = e.train_step(step, prefetch.next(), asked);
-    ckpt.commit_if_written(out.all_written);
-    ++window_steps;
-    result.steps = step + 1;
-    result.final_loss = out.loss;
-    result.stopped = out.stop;
+  };
+}
 
-    StepMetrics m;
-    m.step = step + 1;
-    m.total_steps = steps;
-    m.loss = out.loss;
-    m.lr = out.lr;
-    m.grad_norm = out.grad_norm;
-    m.step_ms = seconds_since(t_step) * 1e3;
-    m.elapsed_s = seconds_since(t_start);
-    m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
-    if (e.loss_scaler) m.loss_scale = out.loss_scale;
-    m.skipped = out.skipped;
-    if (e.backend->device() == Device::cuda) {
-      m.device_mem_peak_mb = static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
-    }
-    const bool last = step + 1 == steps || out.stop;
-    const bool log_step =
-        (step + 1) % spec.logging.every_steps == 0 || step == 0 || last || out.skipped;
-    if (e.groups.dp->size() > 1 && log_step) add_dp_comm_stats(e, m);
-    if (e.pipeline && log_step) {
-      m.pipeline_idle_ms = gather_pipeline_idle_ms(e, out.pipeline_idle_s);
-      double idle = 0;
-      for (double ms : m.pipeline_idle_ms) idle += ms;
-      m.pipeline_bubble = idle / (static_cast<double>(m.pipeline_idle_ms.size()) * m.step_ms);
-    }
-    if (spec.training.eval_every > 0 && ((step + 1) % spec.training.eval_every == 0 || last)) {
-      m.val_loss = e.evaluate();
-      result.final_val_loss = *m.val_loss;
-    }
-    m.tokens_per_s =
-        static_cast<double>(window_steps * e.tokens_per_step()) / seconds_since(t_window);
-    if (log_step) {
-      reporter.log(m);
-      spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s{}", m.step,
-                   steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-                   m.val_loss ? fmt::format(" val_loss {:.4f}", *m.val_loss) : "");
-      t_window = Clock::now();
-      window_steps = 0;
-    } else {
-      reporter.progress(m);
-    }
-    const bool periodic =
-        (policy.every_steps > 0 && (step + 1) % policy.every_steps == 0) || out.checkpoint;
-    if (periodic && !last) {
-      ckpt.save(step + 1, policy.async);
-      saved_step = step + 1;
-      t_saved = Clock::now();
-    }
+// On rank 0's console (the others' reporters have none).
+void announce_nothing_to_train(MetricsReporter& reporter, int64_t start, int64_t steps) {
+  reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) + " of " +
+                   std::to_string(steps) +
+                   " (raise training.steps, or --resume none to start over)");
+}
+
+// metrics.jsonl, the console and this rank's log on logged steps (the throughput window
+// then starts again); else only the live progress line.
+void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, StepTimer& timer) {
+  if (!logged) {
+    reporter.progress(m);
+    return;
   }
-  // The end of training, or a stop signal (Slurm preemption): a complete checkpoint of
-  // the last step, written before the run reports done.
-  if (saved_step != result.steps) ckpt.save(result.steps, false);
-  ckpt.finish_pending();
-  const double total_s = seconds_since(t_start);
+  reporter.log(m);
+  spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s{}", m.step,
+               m.total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
+               m.val_loss ? fmt::format(" val_loss {:.4f}", *m.val_loss) : "");
+  timer.restart_window();
+}
+
+// After the last step (and its checkpoint): the model exported, the summary line, and all
+// ranks leaving together.
+void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
+                TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
-
   const auto model_path = ctx.run_dir / "model.safetensors";
-  export_model(e.gpt, spec, groups, model_path);
-  if (reporting) {
+  export_model(e.gpt, e.spec, e.groups, model_path);
+  if (e.groups.rank == 0) {
     std::string line =
         fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
                     result.stopped ? "stopped" : "done", result.steps, total_s, result.final_loss);
@@ -212,7 +112,46 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   }
   // Leave together: a rank that exits while a peer is still inside the last collective
   // closes the connection under it, and the peer fails (seen with halving-doubling).
-  groups.world->barrier();
+  e.groups.world->barrier();
+}
+
+}  // namespace
+
+TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
+                         const TrainContext& ctx) {
+  check_trainable(spec);
+  Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
+  MetricsReporter reporter = make_reporter(spec, groups, ctx);
+  announce(e, reporter);
+  Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
+  const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
+  if (start >= steps) announce_nothing_to_train(reporter, start, steps);
+  data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
+  TrainResult result{.steps = start};
+  StepTimer timer;
+  for (int64_t step = start; step < steps && !result.stopped; ++step) {
+    timer.begin_step();
+    // The hang watchdog names the step a stuck collective belongs to (1-based, as logged).
+    if (groups.progress) groups.progress->set_step(step + 1);
+    const StepRequests asked{ctx.should_stop && ctx.should_stop(), ckpt.time_due(), ckpt.written()};
+    const StepOutcome out = e.train_step(step, prefetch.next(), asked);
+    ckpt.commit_if_written(out.all_written);
+    result.steps = step + 1;
+    result.final_loss = out.loss;
+    result.stopped = out.stop;
+    const bool last = step + 1 == steps || out.stop;
+    const bool logged = reporter.should_log(step + 1, last, out.skipped);
+    StepMetrics m = measure_step(e, out, step + 1, timer, logged);
+    if (eval_due(spec.training, step + 1, last)) {
+      m.val_loss = e.evaluate();
+      result.final_val_loss = *m.val_loss;
+    }
+    m.tokens_per_s = timer.tokens_per_s(e.tokens_per_step());
+    report_step(reporter, m, logged, timer);
+    ckpt.maybe_save(step + 1, last, out.checkpoint);
+  }
+  ckpt.save_final(result.steps);
+  finish_run(e, reporter, ctx, timer.elapsed_s(), result);
   return result;
 }
 

@@ -19,6 +19,8 @@ struct TrainContext {
   // Where training starts: "auto" (the newest complete checkpoint under
   // run_dir/checkpoints, else from scratch), "none", or a checkpoint directory.
   std::string resume = "auto";
+  // Test hook (launch/test_hooks.h): the checkpoint of this step crashes mid-save (-1: off).
+  int64_t crash_in_checkpoint_step = -1;
 };
 
 struct TrainResult {

@@ -27,7 +27,7 @@ std::string bytes_of(const fs::path& file) {
 
 TEST_CASE("the async writer writes the same files as the synchronous one", "[checkpoint]") {
   ScratchDir sync_dir, async_dir;
-  const Layout l{2, 2, 1};
+  const ShardLayout l{2, 2, 1};
   RankTensors tensors = rank_tensors(l, 3);
   const FileRecord sync_record = write_shard(sync_dir.path(), 3, tensors.views());
 
@@ -60,7 +60,7 @@ TEST_CASE("the async writer hands its error to wait()", "[checkpoint]") {
 
 TEST_CASE("a shard file is a safetensors file describing its shards", "[checkpoint]") {
   ScratchDir dir;
-  const Layout l{2, 1, 1};
+  const ShardLayout l{2, 1, 1};
   const RankTensors t = rank_tensors(l, 1);
   write_shard(dir.path(), 1, t.views());
   const std::vector<NamedTensor> read = read_safetensors(dir / "rank_00001.safetensors");

@@ -15,7 +15,7 @@ using namespace trainctl::checkpoint::testing;
 
 namespace {
 
-const Layout kLayout{2, 1, 1};
+const ShardLayout kLayout{2, 1, 1};
 
 std::vector<int64_t> steps(const fs::path& checkpoints) {
   std::vector<int64_t> out;

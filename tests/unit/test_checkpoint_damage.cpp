@@ -25,7 +25,7 @@ void flip_bit(const fs::path& file, uint64_t offset_from_end) {
   f.put(static_cast<char>(c ^ 0x10));
 }
 
-const Layout kSaved{2, 2, 1};
+const ShardLayout kSaved{2, 2, 1};
 
 }  // namespace
 

@@ -14,16 +14,16 @@ using namespace trainctl::checkpoint::testing;
 
 namespace {
 
-const std::vector<Layout> kLayouts = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {2, 2, 1},
-                                      {1, 4, 1}, {2, 2, 2}, {1, 2, 2}};
+const std::vector<ShardLayout> kLayouts = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {2, 2, 1},
+                                           {1, 4, 1}, {2, 2, 2}, {1, 2, 2}};
 
-std::string describe(const Layout& l) {
+std::string describe(const ShardLayout& l) {
   return "tp " + std::to_string(l.tp) + " pp " + std::to_string(l.pp) + " vs " +
          std::to_string(l.virtual_stages);
 }
 
 // Reads every tensor of every rank of `target` and counts wrong elements.
-int64_t wrong_elements(CheckpointReader& reader, const Layout& target) {
+int64_t wrong_elements(CheckpointReader& reader, const ShardLayout& target) {
   int64_t wrong = 0;
   for (int r = 0; r < target.world(); ++r) {
     const RankTensors want = rank_tensors(target, r);
@@ -39,12 +39,12 @@ int64_t wrong_elements(CheckpointReader& reader, const Layout& target) {
 }  // namespace
 
 TEST_CASE("a checkpoint reads into any tp/pp/virtual-stage layout", "[checkpoint]") {
-  for (const Layout& saved : kLayouts) {
+  for (const ShardLayout& saved : kLayouts) {
     ScratchDir dir;
     write_all_ranks(dir.path(), saved, 7);
     CheckpointReader reader(dir.path());
     reader.verify();
-    for (const Layout& target : kLayouts) {
+    for (const ShardLayout& target : kLayouts) {
       INFO("saved " << describe(saved) << ", read as " << describe(target));
       CHECK(wrong_elements(reader, target) == 0);
     }

@@ -34,13 +34,13 @@ inline float expected_value(const std::string& name, int64_t global) {
          static_cast<float>(global);
 }
 
-struct Layout {
+struct ShardLayout {
   int tp = 1, pp = 1, virtual_stages = 1;
   int world() const { return tp * pp; }
 };
 
 // Rank (pp_rank, tp_rank)'s parameters (Megatron order with dp = 1: TP fastest).
-inline std::vector<model::ParamSpec> rank_params(const Layout& l, int rank,
+inline std::vector<model::ParamSpec> rank_params(const ShardLayout& l, int rank,
                                                  const model::GptConfig& cfg = kCfg) {
   const int tp_rank = rank % l.tp, pp_rank = rank / l.tp;
   return model::gpt_param_specs(
@@ -60,7 +60,7 @@ struct RankTensors {
   }
 };
 
-inline RankTensors rank_tensors(const Layout& l, int rank, bool with_optimizer = true) {
+inline RankTensors rank_tensors(const ShardLayout& l, int rank, bool with_optimizer = true) {
   RankTensors r;
   auto add = [&](const std::string& name, const model::TensorShard& shard) {
     std::vector<float> values(static_cast<size_t>(numel_of(shard.local_shape())));
@@ -81,7 +81,7 @@ inline RankTensors rank_tensors(const Layout& l, int rank, bool with_optimizer =
   return r;
 }
 
-inline CheckpointMetadata metadata_for(const Layout& l, int64_t step, const fs::path& dir) {
+inline CheckpointMetadata metadata_for(const ShardLayout& l, int64_t step, const fs::path& dir) {
   CheckpointMetadata m;
   m.step = step;
   m.layout = {1, l.tp, l.pp, l.virtual_stages, 0};
@@ -96,7 +96,7 @@ inline CheckpointMetadata metadata_for(const Layout& l, int64_t step, const fs::
 }
 
 // Every rank's shard and metadata.json into `dir` (no commit).
-inline void write_all_ranks(const fs::path& dir, const Layout& l, int64_t step,
+inline void write_all_ranks(const fs::path& dir, const ShardLayout& l, int64_t step,
                             bool with_optimizer = true) {
   for (int r = 0; r < l.world(); ++r)
     write_shard(dir, r, rank_tensors(l, r, with_optimizer).views());
@@ -104,7 +104,7 @@ inline void write_all_ranks(const fs::path& dir, const Layout& l, int64_t step,
 }
 
 // A complete, committed checkpoint for `step` under checkpoints_dir.
-inline fs::path save_checkpoint(const fs::path& checkpoints_dir, const Layout& l, int64_t step,
+inline fs::path save_checkpoint(const fs::path& checkpoints_dir, const ShardLayout& l, int64_t step,
                                 int keep_last = 0) {
   const fs::path tmp = begin_checkpoint(checkpoints_dir, step);
   write_all_ranks(tmp, l, step);

@@ -53,7 +53,7 @@ runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
                                    "job.yaml", dir.path());
   CHECK(s.run_dir == dir.path() / "runs/gpt-tiny-3d");
   CHECK(s.seed == 99);
-  CHECK(s.device == trainctl::config::Device::cuda);
+  CHECK(s.device == trainctl::Device::cuda);
   CHECK(s.model.n_layer == 4);
   CHECK(s.data.type == "text");
   CHECK(s.data.path == dir.path() / "corpus.txt");
@@ -67,7 +67,7 @@ runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
   CHECK(s.optimizer.beta2 == 0.99);
   CHECK(s.optimizer.eps == 1e-6);
   CHECK(s.optimizer.decay == "linear");
-  CHECK(s.precision.compute == trainctl::config::DType::bf16);
+  CHECK(s.precision.compute == trainctl::DType::bf16);
   CHECK(s.checkpoint.keep_last == 5);
   CHECK_FALSE(s.checkpoint.async);
   CHECK(s.logging.every_steps == 5);
@@ -123,7 +123,7 @@ optimizer: {betas: [0.9, 0.95]}
   CHECK_FALSE(s.checkpoint.async);
   CHECK(s.name == "override");
   CHECK(s.run_dir == fs::path("/tmp/runs/override"));
-  CHECK(s.precision.compute == trainctl::config::DType::fp16);
+  CHECK(s.precision.compute == trainctl::DType::fp16);
 }
 
 TEST_CASE("config: bad --set overrides name the argument", "[config]") {

@@ -1,0 +1,30 @@
+#pragma once
+// Every test hook in one place. A test hook is NOT a user feature: an environment variable
+// that makes a worker misbehave on purpose, so the integration tests can prove that the
+// launcher, the watchdog and the checkpoint commit handle real failures. Workers read them
+// once at start-up, with the rest of their environment (launch/worker_env.h), into this
+// struct, which is passed down to the code that acts on them; nothing else reads them.
+// The launcher passes them through to the workers (it sets the other TRAINCTL_* variables
+// itself and drops the ones it inherited; TRAINCTL_TEST_* and non-TRAINCTL_ names pass).
+//
+//   TEST_TRAINCTL_STALL=rank=R,group=G,op=OP[,call=N],seconds=S
+//       rank R hangs S seconds just before the N-th call of OP on group G, as if its own
+//       code were stuck (comm/watched_communicator.h, StallHook): the hang watchdog's test.
+//   TRAINCTL_TEST_CRASH_IN_CHECKPOINT=STEP
+//       the last world rank dies (_exit 9) right after writing its file of step STEP's
+//       checkpoint, before the checkpoint is complete, to prove a crash mid-save leaves
+//       the previous checkpoint intact (train/checkpointing.h).
+#include <cstdint>
+#include <string>
+
+namespace trainctl::launch {
+
+inline constexpr const char* kStallHookVariable = "TEST_TRAINCTL_STALL";
+inline constexpr const char* kCrashInCheckpointVariable = "TRAINCTL_TEST_CRASH_IN_CHECKPOINT";
+
+struct TestHooks {
+  std::string stall;                      // TEST_TRAINCTL_STALL as given ("": off)
+  int64_t crash_in_checkpoint_step = -1;  // TRAINCTL_TEST_CRASH_IN_CHECKPOINT (-1: off)
+};
+
+}  // namespace trainctl::launch

@@ -1,0 +1,72 @@
+#include "train/step_stats.h"
+
+#include "comm/layout.h"
+#include "device/make_backend.h"
+
+namespace trainctl::train {
+
+namespace {
+
+// Each pipeline stage's wait for its neighbours this step, gathered to every rank (a
+// collective over the world: all ranks call it on the same steps).
+std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
+  comm::Communicator& world = *e.groups.world;
+  const float mine = static_cast<float>(idle_s * 1e3);
+  std::vector<float> all(static_cast<size_t>(world.size()));
+  world.allgather(&mine, all.data(), 1);
+  std::vector<double> per_stage;
+  for (int stage = 0; stage < e.groups.layout.pp; ++stage) {
+    per_stage.push_back(all[static_cast<size_t>(comm::rank_of(e.groups.layout, {0, 0, stage}))]);
+  }
+  return per_stage;
+}
+
+// This step's gradient communication over the DP group, seen from both ends: the rank
+// whose backward pass finished last sets the step time and waits only for the part of
+// the communication its backward could not hide; the others also wait for it (load
+// imbalance, not communication). So exposed_comm_ms is the minimum over the DP ranks and
+// dp_wait_max_ms the maximum (a collective over DP: all ranks call it on the same steps,
+// when the gradient reduction has finished and the group is idle).
+void add_dp_comm_stats(Engine& e, StepMetrics& m) {
+  const parallel::StepCommStats mine = e.data_parallel.stats();
+  // max of negated values gives the minima: one collective for both.
+  float v[4] = {static_cast<float>(-mine.comm_s), static_cast<float>(-mine.exposed_s),
+                static_cast<float>(mine.comm_s), static_cast<float>(mine.exposed_s)};
+  e.groups.dp->allreduce(v, 4, comm::ReduceOp::max);
+  m.comm_ms = -v[0] * 1e3;
+  m.exposed_comm_ms = -v[1] * 1e3;
+  m.dp_wait_max_ms = v[3] * 1e3;
+}
+
+void add_pipeline_stats(Engine& e, double idle_s, StepMetrics& m) {
+  m.pipeline_idle_ms = gather_pipeline_idle_ms(e, idle_s);
+  double idle = 0;
+  for (double ms : m.pipeline_idle_ms) idle += ms;
+  m.pipeline_bubble = idle / (static_cast<double>(m.pipeline_idle_ms.size()) * m.step_ms);
+}
+
+}  // namespace
+
+StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const StepTimer& timer,
+                         bool logged) {
+  StepMetrics m;
+  m.step = step;
+  m.total_steps = e.spec.training.steps;
+  m.loss = out.loss;
+  m.lr = out.lr;
+  m.grad_norm = out.grad_norm;
+  m.step_ms = timer.step_ms();
+  m.elapsed_s = timer.elapsed_s();
+  m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
+  if (e.loss_scaler) m.loss_scale = out.loss_scale;
+  m.skipped = out.skipped;
+  if (e.backend->device() == Device::cuda) {
+    m.device_mem_peak_mb = static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
+  }
+  if (!logged) return m;
+  if (e.groups.dp->size() > 1) add_dp_comm_stats(e, m);
+  if (e.pipeline) add_pipeline_stats(e, out.pipeline_idle_s, m);
+  return m;
+}
+
+}  // namespace trainctl::train

@@ -1,0 +1,18 @@
+#pragma once
+// The metrics of one finished step, gathered from the engine: its outcome, timings,
+// memory, and on logged steps the statistics that need the other ranks (data-parallel
+// communication, pipeline idle time).
+#include <cstdint>
+
+#include "train/engine.h"
+#include "train/metrics.h"
+
+namespace trainctl::train {
+
+// `step`: 1-based. Leaves val_loss and tokens_per_s (measured after evaluation) unset.
+// With `logged`, a collective over the DP group and the world: every rank calls it with the
+// same `logged` on the same steps.
+StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const StepTimer& timer,
+                         bool logged);
+
+}  // namespace trainctl::train

@@ -1,0 +1,83 @@
+#include "worker/modes.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "comm/bench_comm.h"
+#include "comm/self_test.h"
+#include "launch/console.h"
+#include "launch/worker_signals.h"
+#include "train/trainer.h"
+#include "util/exit_codes.h"
+#include "worker/connect.h"
+
+namespace trainctl::worker {
+namespace {
+
+// `selftest --quick`: only messages up to this many floats (wiring, not bandwidth paths).
+constexpr size_t kQuickSelfTestMaxCount = 4096;
+
+}  // namespace
+
+int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
+                   const launch::WorkerEnv& env) {
+  if (spec.runtime.comm_selftest) {
+    comm::run_collective_self_test(groups);
+    spdlog::info("collective self-test passed: verified {}", describe_groups(groups));
+  }
+  // The engine polls for a stop once per step (run_worker installed the handlers), so
+  // SIGTERM/SIGINT/SIGUSR1 end the run at a step boundary, metrics flushed, model exported.
+  train::TrainContext ctx;
+  ctx.run_dir = env.run_dir;
+  ctx.console_fd = env.console_fd;
+  ctx.local_rank = env.local_rank;
+  ctx.should_stop = [] { return launch::stop_requested(); };
+  // A restart after a failure always continues from the newest checkpoint of the run.
+  ctx.resume = env.restart > 0 || env.resume.empty() ? "auto" : env.resume;
+  ctx.crash_in_checkpoint_step = env.hooks.crash_in_checkpoint_step;
+  const train::TrainResult result = train::run_training(spec, groups, ctx);
+  return result.stopped ? kExitPreempted : kExitOk;
+}
+
+int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
+  const long long repeat = env.selftest_repeat;
+  comm::SelfTestOptions options;
+  if (env.selftest_quick) {
+    std::erase_if(options.counts, [](size_t n) { return n > kQuickSelfTestMaxCount; });
+  }
+  for (long long i = 1; i <= repeat; ++i) {
+    if (launch::stop_requested()) {
+      spdlog::warn("stopping after {} of {} self-test rounds: received signal {}", i - 1, repeat,
+                   launch::stop_signal());
+      return kExitPreempted;
+    }
+    comm::run_collective_self_test(groups, options);
+    spdlog::info("self-test round {}/{} passed: verified {}", i, repeat, describe_groups(groups));
+  }
+  launch::write_console(env.console_fd, "selftest passed: " + std::to_string(env.world_size) +
+                                            " ranks (dp " + std::to_string(groups.layout.dp) +
+                                            " x tp " + std::to_string(groups.layout.tp) + " x pp " +
+                                            std::to_string(groups.layout.pp) + "), " +
+                                            std::to_string(repeat) +
+                                            " round(s), every group's collectives verified\n");
+  return kExitOk;
+}
+
+int run_bench_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {
+  comm::BenchOptions options;
+  if (env.bench_min_bytes) options.min_bytes = static_cast<size_t>(*env.bench_min_bytes);
+  if (env.bench_max_bytes) options.max_bytes = static_cast<size_t>(*env.bench_max_bytes);
+  if (env.bench_iters) options.iters = static_cast<int>(*env.bench_iters);
+  std::vector<comm::BenchRow> rows = comm::bench_collectives(*groups.world, options);
+  std::string table = comm::format_bench_table(rows);
+  spdlog::info("collective benchmark over {} ranks:\n{}", groups.world->size(), table);
+  launch::write_console(env.console_fd,
+                        "# trainctl bench comm: " + std::to_string(groups.world->size()) +
+                            " ranks, Gloo over TCP, shared memory where algo says shm\n" + table);
+  return kExitOk;
+}
+
+}  // namespace trainctl::worker
