@@ -8,6 +8,9 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libopenblas-dev libgloo-dev
   clang-format
+  # The portability checks (docs/cpu-kernels.md): CI's Clang build, and lib/ compiled for
+  # aarch64 by the test suite.
+  clang g++-aarch64-linux-gnu
   # Reference implementation for the correctness check and benchmarks (/usr/bin/python3).
   python3 python3-torch python3-numpy python3-venv
 )

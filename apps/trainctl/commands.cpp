@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <system_error>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 #include "config/load.h"
 #include "device/cuda_plugin.h"
 #include "launch/launcher.h"

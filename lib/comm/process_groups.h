@@ -2,7 +2,7 @@
 #include <memory>
 
 #include "comm/communicator.h"
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 #include "comm/progress.h"
 
 namespace trainctl::comm {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 
 namespace trainctl::comm {
 namespace {

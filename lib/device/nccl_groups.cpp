@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 #include "device/cuda_plugin.h"
 #include "util/error.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 
 namespace trainctl::launch {
 

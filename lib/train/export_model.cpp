@@ -6,7 +6,7 @@
 
 #include "checkpoint/export.h"
 #include "checkpoint/safetensors.h"
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 
 namespace trainctl::train {
 

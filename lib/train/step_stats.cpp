@@ -1,6 +1,6 @@
 #include "train/step_stats.h"
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 #include "device/make_backend.h"
 
 namespace trainctl::train {

@@ -1,7 +1,7 @@
 #pragma once
 // The parallel layout: how many ways a job splits over data (dp), tensor (tp) and pipeline
 // (pp) parallelism. One vocabulary type for the job spec (config::ParallelSpec extends it),
-// the rank map and process groups (comm/layout.h), and the layout a checkpoint was written
+// the rank map and process groups (comm/rank_coords.h), and the layout a checkpoint was written
 // with (checkpoint::ParallelLayout extends it).
 namespace trainctl {
 

@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=1, help="runs per case; the median is reported")
     ap.add_argument("--quick", action="store_true", help="first shape only")
+    ap.add_argument("--compare", default="", help="another trainctl binary (e.g. an older "
+                    "build) measured in the same run, reported with cpu_kernels 'compare'")
     ap.add_argument("--isa", default="", help="comma-separated CPU kernel paths to measure "
                     "(TRAINCTL_CPU_ISA); default: the one trainctl picks")
     args = ap.parse_args()
@@ -146,12 +148,19 @@ def main():
             ref = statistics.median(python_child(TORCH_CHILD, [json.dumps(shape), args.steps, VOCAB],
                                                  threads)["tokens_per_s"]
                                     for _ in range(args.repeats))
-            for isa in args.isa.split(",") if args.isa else [""]:
-                runs = [run_trainctl(args.trainctl, shape, threads, args.steps, isa)
-                        for _ in range(args.repeats)]
-                ours = statistics.median(r[0] for r in runs)
+            variants = [(args.trainctl, isa) for isa in (args.isa.split(",") if args.isa else [""])]
+            if args.compare:
+                variants.append((args.compare, None))
+            # Rounds interleave the variants, so slow phases of the machine hit them alike.
+            runs = {v: [] for v in variants}
+            for _ in range(args.repeats):
+                for binary, isa in variants:
+                    tok_s, path = run_trainctl(binary, shape, threads, args.steps, isa or "")
+                    runs[(binary, isa)].append((tok_s, "compare" if isa is None else path))
+            for v in variants:
+                ours = statistics.median(r[0] for r in runs[v])
                 fpt = flops_per_token(shape)
-                row = {"case": name, "threads": threads, "cpu_kernels": runs[0][1],
+                row = {"case": name, "threads": threads, "cpu_kernels": runs[v][0][1],
                        "trainctl_tok_s": round(ours), "torch_tok_s": round(ref),
                        "ratio": round(ours / ref, 3),
                        "trainctl_mfu": round(ours * fpt / 1e9 / ceiling[threads], 3),

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 #include "integration/helpers.h"
 
 using namespace trainctl::test;

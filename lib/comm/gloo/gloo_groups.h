@@ -11,7 +11,7 @@
 namespace trainctl::comm {
 
 // Connects `rank` to its world group and to the one DP, TP and PP group it belongs to
-// (rank map in comm/layout.h). Every rank of the layout must call this with the same
+// (rank map in comm/rank_coords.h). Every rank of the layout must call this with the same
 // store, layout and options; it returns once all of this rank's groups are connected.
 //
 // One TCP device (listening on `hostname`: the address other workers reach this one at)

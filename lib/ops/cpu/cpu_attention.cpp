@@ -1,6 +1,6 @@
 // Causal self-attention, flash-attention style on the CPU: work is split over (batch, head)
 // pairs, one pair per task (two OpenBLAS threads make these 64-wide products slower,
-// NOTES.md), and each pair runs this instruction set's per-head kernel (kernels.h):
+// NOTES.md), and each pair runs this instruction set's per-head kernel (cpu_kernels.h):
 // register-blocked tiles on AVX2 and AVX-512, single-threaded sgemm elsewhere.
 //
 // The heads are read in place from nanoGPT's qkv layout [B, T, 3C] through leading

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ops/backend.h"
-#include "ops/cpu/kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/thread_pool.h"
 
 namespace trainctl::ops::cpu {

@@ -1,5 +1,5 @@
 // Causal attention of one (batch, head) pair through single-threaded sgemm: the path for
-// CPUs without AVX2 (and the `generic` choice everywhere). kernels.h has the contract.
+// CPUs without AVX2 (and the `generic` choice everywhere). cpu_kernels.h has the contract.
 //
 // Queries are processed in blocks of kQueryBlock rows; a block only multiplies against
 // keys 0..(last query of the block), so fully masked key blocks are never computed (about

@@ -1,5 +1,5 @@
 // Register-blocked causal attention of one (batch, head) pair, for AVX2 and AVX-512 (the
-// vector operations come from simd.h; kernels.h has the contract).
+// vector operations come from simd.h; cpu_kernels.h has the contract).
 //
 // The per-head products are small (T x T x hs, hs = 64 typically), where a general sgemm
 // spends much of its time on call overhead and packing and cannot skip the masked half at

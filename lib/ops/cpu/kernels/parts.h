@@ -1,11 +1,11 @@
 #pragma once
 // The kernels of one instruction set, as compiled into namespace TRAINCTL_ISA (see
 // lib/CMakeLists.txt, which builds kernels/*.cpp once per set). table.cpp gathers them
-// into that set's CpuKernels; the contracts are in ops/cpu/kernels.h.
+// into that set's CpuKernels; the contracts are in ops/cpu/cpu_kernels.h.
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/cpu/kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace trainctl::ops::cpu::TRAINCTL_ISA {
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 
 using trainctl::comm::Coord;
 using trainctl::comm::Layout;

@@ -1,4 +1,4 @@
-#include "ops/cpu/kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace trainctl::ops::cpu {
 

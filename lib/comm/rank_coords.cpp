@@ -1,4 +1,4 @@
-#include "comm/layout.h"
+#include "comm/rank_coords.h"
 
 #include <stdexcept>
 #include <string>
