@@ -133,18 +133,24 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=1, help="runs per case; the median is reported")
     ap.add_argument("--quick", action="store_true", help="first shape only")
+    ap.add_argument("--shapes", default="", help="comma-separated shape indices (0: L4/C256, "
+                    "1: L6/C384); default: all (or the first with --quick)")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--compare", default="", help="another trainctl binary (e.g. an older "
                     "build) measured in the same run, reported with cpu_kernels 'compare'")
     ap.add_argument("--isa", default="", help="comma-separated CPU kernel paths to measure "
                     "(TRAINCTL_CPU_ISA); default: the one trainctl picks")
     args = ap.parse_args()
-    ceiling = {t: python_child(SGEMM_CHILD, [], t)["gflops"] for t in (1, 2)}
+    ceiling = {t: python_child(SGEMM_CHILD, [], t)["gflops"] for t in (1, 2)}  # both, always
     print(json.dumps({"case": "sgemm_ceiling_1024", "gflops_1t": round(ceiling[1], 1),
                       "gflops_2t": round(ceiling[2], 1)}), flush=True)
     results = []
-    for shape in SHAPES[:1] if args.quick else SHAPES:
+    shapes = SHAPES[:1] if args.quick else SHAPES
+    if args.shapes:
+        shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
+    for shape in shapes:
         name = "L{L}/H{H}/C{C}/T{T}/B{B}".format(**shape)
-        for threads in (1, 2):
+        for threads in (int(t) for t in args.threads.split(",")):
             ref = statistics.median(python_child(TORCH_CHILD, [json.dumps(shape), args.steps, VOCAB],
                                                  threads)["tokens_per_s"]
                                     for _ in range(args.repeats))
