@@ -1,6 +1,7 @@
 // Resume refuses what it cannot load exactly (issue 15): an explicit --resume PATH whose
-// metadata.json is edited or out of range exits 2 naming the checkpoint and the field, and
-// trains nothing (no fallback, no start from scratch, no step directory overwritten);
+// metadata.json is edited or out of range exits 2 naming the checkpoint and the field
+// before any worker starts, and trains nothing (no fallback, no start from scratch, no step
+// directory overwritten);
 // --resume auto warns on the console for every checkpoint it skips and why, and exits 2
 // when step directories exist but none is usable.
 #include <catch2/catch.hpp>
@@ -78,9 +79,9 @@ TEST_CASE("resume refuses a checkpoint it cannot load exactly", "[resume]") {
       const ProcResult r = train(dir.path(), run.string(), {"--resume", step8.string()});
       INFO(r.out << r.err);
       CHECK(r.exit_code == 2);
-      CHECK_THAT(seen(run, r),
-                 Catch::Contains((step8 / "metadata.json").string() + ": \"step\" is"));
-      CHECK(read_text(run / "metrics.jsonl") == metrics);  // not a single step trained
+      CHECK_THAT(r.err, Catch::Contains((step8 / "metadata.json").string() + ": \"step\" is"));
+      CHECK_THAT(r.out + r.err, !Catch::Contains("started 1 worker"));  // refused before launch
+      CHECK(read_text(run / "metrics.jsonl") == metrics);               // not a single step trained
       CHECK(read_text(run / "checkpoints" / "step_00000004" / "metadata.json") == meta4);
       fs::remove_all(run);
     }
@@ -95,8 +96,9 @@ TEST_CASE("resume refuses a checkpoint it cannot load exactly", "[resume]") {
     const ProcResult r = train(dir.path(), run.string(), {"--resume", step8.string()});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 2);
-    CHECK_THAT(seen(run, r), Catch::Contains("metadata.json was modified after it was written"));
-    CHECK_THAT(seen(run, r), Catch::Contains("(--resume " + step8.string() + ")"));
+    CHECK_THAT(r.err, Catch::Contains("metadata.json was modified after it was written"));
+    CHECK_THAT(r.err, Catch::Contains("(--resume " + step8.string() + ")"));
+    CHECK_THAT(r.out + r.err, !Catch::Contains("started 1 worker"));
   }
 
   SECTION("a negative optimizer step is refused naming the checkpoint") {
