@@ -10,6 +10,7 @@
 #include "checkpoint/export.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
+#include "ckpt_text.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 
@@ -19,20 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace ck = checkpoint;
-
-// "1.5 MiB".
-std::string size_text(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return text;
-}
 
 // "how it is split": "whole", "dim 0 in 2", "dim 0 in 2 (3 blocks)".
 std::string split_text(const model::TensorShard& s) {
@@ -126,35 +113,6 @@ int cmd_ckpt_info(const fs::path& ckpt, bool tensors, bool json) {
   return kExitOk;
 }
 
-int cmd_ckpt_verify(const fs::path& ckpt) {
-  const fs::path dir = ck::resolve_checkpoint(ckpt);
-  ck::CheckpointReader reader(dir);
-  std::printf("verifying %s\n", dir.string().c_str());
-  int bad = 0;
-  uint64_t bytes = 0;
-  for (const ck::FileCheck& c : reader.check_files()) {
-    bytes += c.bytes;
-    if (c.ok) {
-      std::printf("  ok   %s (%s)\n", c.file.c_str(), size_text(c.bytes).c_str());
-    } else {
-      ++bad;
-      std::printf("  BAD  %s\n", c.file.c_str());
-      std::fprintf(stderr, "error: %s: %s\n", dir.string().c_str(), c.problem.c_str());
-    }
-  }
-  const std::vector<std::string> coverage = reader.check_coverage();
-  for (const std::string& problem : coverage) std::fprintf(stderr, "error: %s\n", problem.c_str());
-  const size_t files = reader.metadata().files.size();
-  if (bad > 0 || !coverage.empty()) {
-    std::printf("checkpoint DAMAGED: %d of %zu files failed, %zu tensors incomplete\n", bad, files,
-                coverage.size());
-    return kExitInternal;
-  }
-  std::printf("checkpoint OK: %zu files, %s, checksums match, %zu tensors complete\n", files,
-              size_text(bytes).c_str(), reader.tensor_names().size());
-  return kExitOk;
-}
-
 int cmd_ckpt_export(const fs::path& ckpt, const fs::path& out) {
   const fs::path dir = ck::resolve_checkpoint(ckpt);
   std::error_code ec;
@@ -166,6 +124,7 @@ int cmd_ckpt_export(const fs::path& ckpt, const fs::path& out) {
     throw InputError("--out " + out.string() + ": directory " + out.parent_path().string() +
                      " does not exist");
   }
+  ck::check_export_target(dir, out);
   ck::CheckpointReader reader(dir);
   const ck::ExportSummary s = ck::export_full_model(reader, out);
   std::printf("wrote %s: %d tensors, %lld parameters, %s (step %lld of %s)\n", out.string().c_str(),

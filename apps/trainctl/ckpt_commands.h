@@ -11,12 +11,17 @@ namespace trainctl::app {
 // line per tensor (global shape, how it is split, copies); with `json`, metadata.json.
 int cmd_ckpt_info(const std::filesystem::path& ckpt, bool tensors, bool json);
 
-// Recomputes every file's size and checksum and checks every tensor is whole. Exit 0 when
-// intact, 1 (kExitInternal) with one line per problem on stderr when damaged.
+// Checks metadata.json (its checksum and every field), recomputes every file's size and
+// checksum, and checks every tensor of the model is whole (ckpt_verify.cpp). A step
+// directory: that checkpoint, one line per file. A checkpoints/ or run directory: every
+// step_<N> in it, one line each, then the newest valid one. Exit 0 when everything is
+// intact, 2 (kExitBadInput: the user picks another checkpoint) with one line per problem on
+// stderr when anything is damaged.
 int cmd_ckpt_verify(const std::filesystem::path& ckpt);
 
-// The whole model as one safetensors file with nanoGPT names and global shapes. A damaged
-// file it needs ends the export with exit code 1; `out` is written only when complete.
+// The whole model as one safetensors file with nanoGPT names and global shapes. Refuses
+// (exit 2) an `out` inside a checkpoint directory, and a checkpoint that is damaged,
+// incomplete or holds no model tensor; `out` is written only when complete.
 int cmd_ckpt_export(const std::filesystem::path& ckpt, const std::filesystem::path& out);
 
 }  // namespace trainctl::app

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <system_error>
 
+#include "checkpoint/commit.h"
+#include "checkpoint/errors.h"
 #include "comm/rank_coords.h"
 #include "config/load.h"
 #include "device/cuda_plugin.h"
@@ -157,6 +159,13 @@ int cmd_train(const LaunchArgs& args) {
                        "runs/<name>/checkpoints/step_00000100)");
     }
     resume = path.string();
+    // Its metadata.json (checksum, every field) is checked here, before anything starts;
+    // rank 0 checks the shards themselves before any rank reads them.
+    try {
+      checkpoint::resolve_checkpoint(path);
+    } catch (const checkpoint::CheckpointCorrupt& e) {
+      throw checkpoint::CheckpointCorrupt(std::string(e.what()) + " (--resume " + resume + ")");
+    }
   }
   opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
   return launch::run_launcher(spec, opt);

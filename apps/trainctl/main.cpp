@@ -245,10 +245,13 @@ int run(int argc, char** argv) {
       "verify", "Recompute every file's checksum and check that every tensor is complete");
   add_ckpt(ckpt_verify);
   ckpt_verify->footer(
-      "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d/checkpoints/step_00000100\n\n"
-      "Exit code 0 when intact; 1 when a file is truncated, altered or missing (each problem\n"
-      "is named on stderr: resume from an older checkpoint with --resume PATH); 2 when the\n"
-      "path holds no checkpoint.");
+      "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d/checkpoints/step_00000100\n"
+      "  trainctl ckpt verify runs/gpt-tiny-3d      # every checkpoint, and the newest valid "
+      "one\n\n"
+      "Checks metadata.json (its own checksum and every field), every file's size and\n"
+      "checksum, and that every tensor of the model is whole. Exit code 0 when intact; 2 when\n"
+      "anything is truncated, altered, edited or missing (each problem is named on stderr:\n"
+      "resume from an older checkpoint with --resume PATH) or the path holds no checkpoint.");
   CLI::App* ckpt_export = ckpt->add_subcommand(
       "export", "Write the model as one safetensors file with nanoGPT names (loads in PyTorch)");
   add_ckpt(ckpt_export);
@@ -258,7 +261,9 @@ int run(int argc, char** argv) {
       "Reassembles every parameter from the shards of whatever dp/tp/pp layout wrote the\n"
       "checkpoint, with its global shape (nn.Linear's [out, in]) and nanoGPT's name\n"
       "(transformer.h.0.attn.c_attn.weight, ...); lm_head.weight is tied to\n"
-      "transformer.wte.weight and not stored. Optimizer state is left out.");
+      "transformer.wte.weight and not stored. Optimizer state is left out. --out must lie\n"
+      "outside every checkpoint directory; a damaged or incomplete checkpoint is refused\n"
+      "(exit 2) and nothing is written.");
   ckpt->footer(
       "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
       "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"

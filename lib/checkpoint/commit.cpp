@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "checkpoint/durable_file.h"
+#include "checkpoint/errors.h"
 #include "checkpoint/metadata.h"
 #include "util/error.h"
 
@@ -31,12 +32,17 @@ std::optional<int64_t> step_of(const std::string& name) {
   return std::stoll(digits);
 }
 
-bool is_complete(const fs::path& dir) {
+// Why `path` (an entry named step_<N>) is not a usable checkpoint; empty when it is.
+std::string problem_of(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec) return "cannot read " + path.string() + ": " + ec.message();
+  if (st.type() != fs::file_type::directory) return path.string() + " is not a directory";
   try {
-    read_metadata(dir);
-    return true;
-  } catch (const std::exception&) {
-    return false;
+    read_metadata(path);
+    return {};
+  } catch (const std::exception& e) {
+    return e.what();
   }
 }
 
@@ -109,45 +115,85 @@ fs::path commit_checkpoint(const fs::path& tmp, const fs::path& checkpoints_dir,
   return final_dir;
 }
 
-std::vector<CheckpointEntry> list_complete(const fs::path& checkpoints_dir) {
-  std::vector<CheckpointEntry> out;
+std::vector<CheckpointStatus> scan_checkpoints(const fs::path& checkpoints_dir) {
+  std::vector<CheckpointStatus> out;
   std::error_code ec;
-  if (!fs::is_directory(checkpoints_dir, ec)) return out;
-  for (const fs::directory_entry& e : fs::directory_iterator(checkpoints_dir)) {
-    if (!e.is_directory()) continue;
-    const std::optional<int64_t> step = step_of(e.path().filename().string());
-    if (step && is_complete(e.path())) out.push_back({*step, e.path()});
+  fs::directory_iterator it(checkpoints_dir, ec);
+  // Entries are judged by name and by reading them, never by directory_entry's cached type:
+  // its throwing accessors are what turned a symbolic link loop into a raw filesystem error.
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::optional<int64_t> step = step_of(it->path().filename().string());
+    if (step) out.push_back({*step, it->path(), problem_of(it->path())});
   }
   std::sort(out.begin(), out.end(),
-            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
+            [](const CheckpointStatus& a, const CheckpointStatus& b) { return a.step > b.step; });
+  return out;
+}
+
+std::optional<std::string> latest_name(const fs::path& checkpoints_dir) {
+  std::ifstream in(checkpoints_dir / kLatestFile);
+  std::string name;
+  if (in && std::getline(in, name) && step_of(name)) return name;
+  return std::nullopt;
+}
+
+std::vector<CheckpointEntry> list_complete(const fs::path& checkpoints_dir) {
+  std::vector<CheckpointEntry> out;
+  for (const CheckpointStatus& c : scan_checkpoints(checkpoints_dir)) {
+    if (c.problem.empty()) out.push_back({c.step, c.path});
+  }
+  std::reverse(out.begin(), out.end());
   return out;
 }
 
 std::optional<fs::path> latest_checkpoint(const fs::path& checkpoints_dir) {
-  std::ifstream in(checkpoints_dir / kLatestFile);
-  std::string name;
-  if (in && std::getline(in, name) && step_of(name) && is_complete(checkpoints_dir / name)) {
-    return checkpoints_dir / name;
+  for (const CheckpointStatus& c : auto_resume_order(checkpoints_dir)) {
+    if (c.problem.empty()) return c.path;
   }
-  const std::vector<CheckpointEntry> all = list_complete(checkpoints_dir);
-  if (all.empty()) return std::nullopt;
-  return all.back().path;
+  return std::nullopt;
+}
+
+std::vector<CheckpointStatus> auto_resume_order(const fs::path& checkpoints_dir) {
+  std::vector<CheckpointStatus> all = scan_checkpoints(checkpoints_dir);
+  if (const std::optional<std::string> latest = latest_name(checkpoints_dir)) {
+    auto named = std::find_if(all.begin(), all.end(), [&](const CheckpointStatus& c) {
+      return c.path.filename() == *latest;
+    });
+    if (named != all.end()) std::rotate(all.begin(), named, named + 1);
+  }
+  return all;
 }
 
 fs::path resolve_checkpoint(const fs::path& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw InputError("checkpoint " + path.string() + " does not exist");
-  if (!fs::is_directory(path, ec)) {
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) {
+    throw InputError("checkpoint " + path.string() + " does not exist");
+  }
+  if (ec) throw InputError("cannot read checkpoint " + path.string() + ": " + ec.message());
+  if (st.type() != fs::file_type::directory) {
     throw InputError(path.string() +
                      " is not a checkpoint: give a step directory (checkpoints/step_NNNNNNNN), a "
                      "checkpoints/ directory or a run directory");
   }
-  if (fs::exists(path / kMetadataFile)) {
-    read_metadata(path);  // throws InputError when unusable
+  if (step_of(path.filename().string()) || fs::exists(path / kMetadataFile, ec)) {
+    read_metadata(path);  // throws CheckpointCorrupt naming what is wrong
     return path;
   }
   for (const fs::path& dir : {path, path / "checkpoints"}) {
-    if (std::optional<fs::path> latest = latest_checkpoint(dir)) return *latest;
+    const std::vector<CheckpointStatus> order = auto_resume_order(dir);
+    if (order.empty()) continue;
+    const CheckpointStatus& chosen = order.front();
+    if (chosen.problem.empty()) return chosen.path;
+    std::string instead;
+    for (const CheckpointStatus& c : order) {
+      if (c.problem.empty()) {
+        instead = " (the newest usable one is " + c.path.string() + ": give it explicitly)";
+        break;
+      }
+    }
+    throw CheckpointCorrupt(chosen.problem + "; it is the latest checkpoint in " + dir.string() +
+                            instead);
   }
   throw InputError("no complete checkpoint in " + path.string() +
                    " (looked for metadata.json there, and for step_* directories in it and in "

@@ -40,7 +40,25 @@ struct CheckpointEntry {
   std::filesystem::path path;
 };
 
-// Complete checkpoints (step_* directories whose metadata.json parses), oldest first.
+// One entry of checkpoints/ named step_<N>, usable or not.
+struct CheckpointStatus {
+  int64_t step = 0;  // N, from the name
+  std::filesystem::path path;
+  // Empty when metadata.json is there and every field checks (read_metadata()); else why
+  // the checkpoint cannot be used, naming it. The shards are not read here: that is
+  // CheckpointReader::verify()'s job.
+  std::string problem;
+};
+
+// Every step_<N> entry of checkpoints_dir, newest first, each with its problem. Never throws
+// for one entry: a symbolic link loop, a plain file or an unreadable directory named step_<N>
+// is listed with what is wrong with it. An absent or unreadable checkpoints_dir lists nothing.
+std::vector<CheckpointStatus> scan_checkpoints(const std::filesystem::path& checkpoints_dir);
+
+// The directory name checkpoints_dir/latest holds when it is a step_<N> name, else nullopt.
+std::optional<std::string> latest_name(const std::filesystem::path& checkpoints_dir);
+
+// Complete checkpoints (step_* directories whose metadata.json checks), oldest first.
 std::vector<CheckpointEntry> list_complete(const std::filesystem::path& checkpoints_dir);
 
 // The checkpoint `latest` names if it is complete, else the newest complete one; nullopt
@@ -48,13 +66,24 @@ std::vector<CheckpointEntry> list_complete(const std::filesystem::path& checkpoi
 std::optional<std::filesystem::path> latest_checkpoint(
     const std::filesystem::path& checkpoints_dir);
 
+// The order in which `--resume auto` tries the step_<N> entries of checkpoints_dir: the one
+// `latest` names first (the last checkpoint the run committed: a newer step directory may be
+// left from an earlier run of the same run_dir, or from a crash between the rename and the
+// update of `latest`), then every other one, newest first. Problems included: the caller
+// skips those with a warning.
+std::vector<CheckpointStatus> auto_resume_order(const std::filesystem::path& checkpoints_dir);
+
 // A checkpoint named by the user: a step directory, a checkpoints/ directory or a run
-// directory (their latest). Throws InputError saying what was found instead.
+// directory (the checkpoint their `latest` names, else their newest step directory). Never
+// falls back to an older checkpoint: when the one chosen is unusable, throws its
+// CheckpointCorrupt (naming it, and the newest usable one to give instead). Throws InputError
+// saying what was found instead when the path holds no checkpoint or cannot be read (e.g. a
+// symbolic link loop).
 std::filesystem::path resolve_checkpoint(const std::filesystem::path& path);
 
-// `--resume`: "none" -> nullopt; "auto" -> the latest complete checkpoint under
-// checkpoints_dir, or nullopt when there is none (start from scratch); anything else is a
-// path given to resolve_checkpoint (an error if it holds no checkpoint).
+// `--resume`: "none" -> nullopt; "auto" -> latest_checkpoint(checkpoints_dir), or nullopt
+// when there is none (start from scratch); anything else is a path given to
+// resolve_checkpoint (an error if it holds no usable checkpoint).
 std::optional<std::filesystem::path> resolve_resume(const std::filesystem::path& checkpoints_dir,
                                                     const std::string& resume);
 

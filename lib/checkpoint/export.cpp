@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "checkpoint/durable_file.h"
+#include "checkpoint/errors.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_writer.h"
 
@@ -32,10 +33,42 @@ int nanogpt_position(const std::string& name) {
   return 1 << 30;
 }
 
+void check_export_target(const std::filesystem::path& checkpoint_dir,
+                         const std::filesystem::path& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(fs::absolute(out, ec), ec);
+  const fs::path source = fs::weakly_canonical(fs::absolute(checkpoint_dir, ec), ec);
+  for (fs::path dir = target.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const bool is_checkpoint = dir == source || fs::exists(dir / kMetadataFile, ec);
+    if (is_checkpoint) {
+      throw InputError("cannot export to " + out.string() + ": it is inside the checkpoint " +
+                       dir.string() +
+                       " (the model would replace or sit among its shards); write it outside, "
+                       "e.g. next to the run's checkpoints/ directory");
+    }
+    if (dir == dir.parent_path()) break;
+  }
+}
+
 ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem::path& out) {
+  check_export_target(reader.dir(), out);
+  // A checkpoint that lacks a tensor (or a rank's file) would export a model with holes.
+  const std::vector<std::string> problems = reader.check_coverage();
+  if (!problems.empty()) {
+    throw CheckpointCorrupt(problems.front() +
+                            (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) +
+                                                       " more problems: trainctl ckpt verify "
+                                                       "lists them)"
+                                                 : std::string()));
+  }
   std::vector<std::string> names;
   for (const std::string& name : reader.tensor_names()) {
     if (!is_optimizer_tensor(name)) names.push_back(name);
+  }
+  if (names.empty()) {
+    throw CheckpointCorrupt("checkpoint " + reader.dir().string() +
+                            " holds no model tensors: nothing to export");
   }
   std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
     return nanogpt_position(a) < nanogpt_position(b);

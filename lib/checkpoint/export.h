@@ -29,8 +29,17 @@ struct ExportSummary {
   uint64_t bytes = 0;
 };
 
+// Throws InputError when `out` lies inside `checkpoint_dir` or inside any other checkpoint
+// directory (one holding metadata.json), symbolic links resolved: the export's rename would
+// replace a shard (`--out CKPT/rank_00000.safetensors`) or add a file to a checkpoint.
+void check_export_target(const std::filesystem::path& checkpoint_dir,
+                         const std::filesystem::path& out);
+
 // Writes `out` atomically (temporary file + rename), one tensor at a time (peak memory: the
-// largest tensor). Throws CheckpointCorrupt when a needed file is damaged.
+// largest tensor). Refuses (check_export_target) an `out` inside a checkpoint. Throws
+// CheckpointCorrupt, before writing anything, when the checkpoint is incomplete or
+// inconsistent (reader.check_coverage()) or holds no model tensor, and while writing when a
+// needed file is damaged; `out` is then left untouched.
 ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem::path& out);
 
 }  // namespace trainctl::checkpoint

@@ -1,15 +1,164 @@
 #include "checkpoint/metadata.h"
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
-#include <stdexcept>
+#include <system_error>
 
 #include "checkpoint/durable_file.h"
+#include "checkpoint/errors.h"
+#include "checkpoint/json_field.h"
+#include "checkpoint/metadata_checksum.h"
 #include "util/error.h"
 
 namespace trainctl::checkpoint {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The job spec's limits (config/sections.cpp, config/validate.cpp): a checkpoint written by
+// trainctl never exceeds them, so a value beyond them was not written by it.
+constexpr int64_t kMaxWorkers = int64_t{1} << 20;
+constexpr int64_t kMaxDim = int64_t{1} << 32;       // one dimension of a tensor
+constexpr int64_t kMaxElements = int64_t{1} << 40;  // one tensor: 4 TiB of fp32
+constexpr int64_t kMaxGlobalBatch = 2147483647;     // training.global_batch_size is an int
+
+std::string shard_problem(const model::TensorShard& s) {
+  if (s.dim < -1 || s.dim >= static_cast<int>(s.global_shape.size())) {
+    return "split dimension " + std::to_string(s.dim) + " of a " +
+           std::to_string(s.global_shape.size()) + "-d tensor";
+  }
+  if (s.index >= s.count) {
+    return "piece " + std::to_string(s.index) + " of " + std::to_string(s.count);
+  }
+  if (s.split()) {
+    const int64_t extent = s.global_shape[static_cast<size_t>(s.dim)];
+    if (extent % s.blocks != 0 || (extent / s.blocks) % s.count != 0) {
+      return "dimension " + std::to_string(s.dim) + " of " + std::to_string(extent) + " cut into " +
+             std::to_string(s.blocks) + " blocks of " + std::to_string(s.count) + " pieces";
+    }
+  }
+  return {};
+}
+
+TensorRecord tensor_record_from_json(const json& j, const JsonPlace& at) {
+  TensorRecord t;
+  t.name = json_string(j, "name", at);
+  if (t.name.empty()) bad_field(at, at.field("name"), "is empty");
+  const json& shape = json_array(j, "global_shape", at);
+  if (shape.size() > 8) bad_field(at, at.field("global_shape"), "has more than 8 dimensions");
+  int64_t elements = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t extent = json_int_value(
+        shape[d], at.field("global_shape") + "[" + std::to_string(d) + "]", 1, kMaxDim, at);
+    if (elements > kMaxElements / extent) {
+      bad_field(at, at.field("global_shape"), "holds more than 2^40 elements");
+    }
+    elements *= extent;
+    t.shard.global_shape.push_back(extent);
+  }
+  t.shard.dim = static_cast<int>(json_int(j, "dim", -1, 7, at));
+  t.shard.blocks = static_cast<int>(json_int(j, "blocks", 1, kMaxWorkers, at));
+  t.shard.count = static_cast<int>(json_int(j, "count", 1, kMaxWorkers, at));
+  t.shard.index = static_cast<int>(json_int(j, "index", 0, kMaxWorkers - 1, at));
+  const std::string problem = shard_problem(t.shard);
+  if (!problem.empty()) {
+    bad_field(at, at.prefix.substr(0, at.prefix.size() - 1),
+              "(" + t.name + ") describes an impossible shard: " + problem);
+  }
+  if (j.contains("local_shape") && j.at("local_shape") != json(t.shard.local_shape())) {
+    bad_field(at, at.field("local_shape"), "does not match the shard of " + t.name);
+  }
+  return t;
+}
+
+FileRecord file_record_at(const json& j, const JsonPlace& at) {
+  FileRecord f;
+  f.name = json_string(j, "name", at);
+  if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.') {
+    bad_field(at, at.field("name"), "is \"" + f.name + "\", not a file name in the checkpoint");
+  }
+  f.rank = static_cast<int>(json_int(j, "rank", 0, kMaxWorkers - 1, at));
+  f.bytes = static_cast<uint64_t>(json_int(j, "bytes", 8, int64_t{1} << 62, at));
+  f.checksum = json_string(j, "checksum", at);
+  const bool hex = f.checksum.size() == 15 && f.checksum.rfind("crc32c:", 0) == 0 &&
+                   std::all_of(f.checksum.begin() + 7, f.checksum.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (!hex) bad_field(at, at.field("checksum"), "is not \"crc32c:\" and 8 hex digits");
+  const json& tensors = json_array(j, "tensors", at);
+  std::set<std::string> names;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const JsonPlace t_at = at.in("tensors[" + std::to_string(i) + "]");
+    f.tensors.push_back(tensor_record_from_json(tensors[i], t_at));
+    if (!names.insert(f.tensors.back().name).second) {
+      bad_field(t_at, t_at.field("name"), "names " + f.tensors.back().name + " a second time");
+    }
+  }
+  return f;
+}
+
+void check_checksum(const json& j, const JsonPlace& top) {
+  const std::string recorded = json_string(j, kMetadataChecksumKey, top);
+  const std::string actual = metadata_checksum(j);
+  if (recorded != actual) {
+    throw CheckpointCorrupt(top.file + ": metadata.json was modified after it was written (" +
+                            kMetadataChecksumKey + " is " + recorded + ", its content gives " +
+                            actual + "): resume from another checkpoint");
+  }
+}
+
+void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
+  const JsonPlace at = top.in("layout");
+  const json& l = json_member(j, "layout", top);
+  m.layout.dp = static_cast<int>(json_int(l, "dp", 1, kMaxWorkers, at));
+  m.layout.tp = static_cast<int>(json_int(l, "tp", 1, kMaxWorkers, at));
+  m.layout.pp = static_cast<int>(json_int(l, "pp", 1, kMaxWorkers, at));
+  m.layout.virtual_stages = static_cast<int>(json_int(l, "virtual_stages", 1, 64, at));
+  m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 2, at));
+  if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp > kMaxWorkers) {
+    bad_field(at, at.field("dp"), "x tp x pp is more than 1048576 workers");
+  }
+}
+
+void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
+  const JsonPlace at = top.in("model");
+  const json& c = json_member(j, "model", top);
+  m.model.vocab_size = static_cast<int>(json_int(c, "vocab_size", 2, 1 << 24, at));
+  m.model.max_seq_len = static_cast<int>(json_int(c, "max_seq_len", 1, 1 << 20, at));
+  m.model.n_layer = static_cast<int>(json_int(c, "n_layer", 1, 1024, at));
+  m.model.n_head = static_cast<int>(json_int(c, "n_head", 1, 1024, at));
+  m.model.d_model = static_cast<int>(json_int(c, "d_model", 1, 1 << 16, at));
+  if (m.model.d_model % m.model.n_head != 0) {
+    bad_field(at, at.field("n_head"), "does not divide d_model");
+  }
+}
+
+void read_files(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
+  const json& files = json_array(j, "files", top);
+  std::set<std::string> names;
+  std::set<int> ranks;
+  size_t tensors = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const JsonPlace at = top.in("files[" + std::to_string(i) + "]");
+    m.files.push_back(file_record_at(files[i], at));
+    const FileRecord& f = m.files.back();
+    if (!names.insert(f.name).second) bad_field(at, at.field("name"), "lists a file twice");
+    if (!ranks.insert(f.rank).second) bad_field(at, at.field("rank"), "lists a rank twice");
+    tensors += f.tensors.size();
+  }
+  if (tensors == 0) {
+    throw CheckpointCorrupt(top.file + ": the checkpoint holds no tensors (\"files\" lists " +
+                            std::to_string(files.size()) +
+                            " files and no tensor); the file was edited or damaged: resume "
+                            "from another checkpoint");
+  }
+}
+
+}  // namespace
 
 json to_json(const TensorRecord& t) {
   return {{"name", t.name},
@@ -34,7 +183,7 @@ json to_json(const FileRecord& f) {
 json to_json(const CheckpointMetadata& m) {
   json files = json::array();
   for (const FileRecord& f : m.files) files.push_back(to_json(f));
-  return {
+  json doc = {
       {"format_version", m.format_version},
       {"producer", m.producer},
       {"step", m.step},
@@ -55,102 +204,94 @@ json to_json(const CheckpointMetadata& m) {
       {"rng", m.rng},
       {"extra", m.extra},
       {"files", std::move(files)}};
+  if (metadata_is_protected(m)) doc[kMetadataChecksumKey] = metadata_checksum(doc);
+  return doc;
+}
+
+FileRecord file_record_from_json(const json& j, const std::string& where) {
+  return file_record_at(j, {where, ""});
+}
+
+CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
+  const JsonPlace top{where, ""};
+  CheckpointMetadata m;
+  m.format_version = static_cast<int>(json_int(j, "format_version", 1, 2147483647, top));
+  if (m.format_version > kFormatVersion) {
+    throw InputError(where + ": format version " + std::to_string(m.format_version) +
+                     " is newer than this trainctl reads (" + std::to_string(kFormatVersion) +
+                     "): upgrade trainctl");
+  }
+  // First: an edited file is reported as edited, not by the first value that looks odd.
+  if (metadata_is_protected(m)) check_checksum(j, top);
+  if (j.contains("producer")) m.producer = json_string(j, "producer", top);
+  m.step = json_int(j, "step", 1, kMaxCheckpointStep, top);
+  read_layout(j, top, m);
+  read_model(j, top, m);
+  const JsonPlace data_at = top.in("data");
+  const json& data = json_member(j, "data", top);
+  // Every step draws at least one sample and at most a global batch of them.
+  m.data.samples_consumed =
+      json_int(data, "samples_consumed", m.step, m.step * kMaxGlobalBatch, data_at);
+  // The loader continues after `step`; a different next_step could not be honoured.
+  m.data.next_step = json_int(data, "next_step", m.step, m.step, data_at);
+  m.optimizer_step = json_int(j, "optimizer_step", 0, m.step, top);
+  m.rng = j.value("rng", json());
+  m.extra = j.value("extra", json::object());
+  if (!m.extra.is_object()) bad_field(top, "extra", "is not a JSON object");
+  read_files(j, top, m);
+  return m;
+}
+
+void write_metadata(const fs::path& dir, const CheckpointMetadata& m) {
+  write_file_atomically(dir / kMetadataFile, to_json(m).dump(2) + "\n");
 }
 
 namespace {
 
-TensorRecord tensor_record_from_json(const json& j, const std::string& where) {
-  TensorRecord t;
-  t.name = j.at("name").get<std::string>();
-  t.shard.global_shape = j.at("global_shape").get<Shape>();
-  t.shard.dim = j.at("dim").get<int>();
-  t.shard.blocks = j.at("blocks").get<int>();
-  t.shard.index = j.at("index").get<int>();
-  t.shard.count = j.at("count").get<int>();
-  const model::TensorShard& s = t.shard;
-  const bool dim_ok = s.dim >= -1 && s.dim < static_cast<int>(s.global_shape.size());
-  bool divisible = true;
-  if (dim_ok && s.split()) {
-    const int64_t extent = s.global_shape[static_cast<size_t>(s.dim)];
-    divisible = s.blocks >= 1 && extent % s.blocks == 0 && (extent / s.blocks) % s.count == 0;
+// The N of a directory named step_<N> (as commit.h names them), else -1.
+int64_t step_of_dir_name(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
   }
-  if (!dim_ok || s.count < 1 || s.index < 0 || s.index >= s.count || !divisible) {
-    throw std::runtime_error(where + ": " + t.name + " has an impossible shard description");
-  }
-  if (j.contains("local_shape") && j.at("local_shape").get<Shape>() != s.local_shape()) {
-    throw std::runtime_error(where + ": " + t.name + "'s local_shape does not match its shard");
-  }
-  return t;
+  return std::stoll(digits);
 }
 
 }  // namespace
 
-FileRecord file_record_from_json(const json& j, const std::string& where) {
-  try {
-    FileRecord f;
-    f.name = j.at("name").get<std::string>();
-    f.rank = j.at("rank").get<int>();
-    f.bytes = j.at("bytes").get<uint64_t>();
-    f.checksum = j.at("checksum").get<std::string>();
-    if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.') {
-      throw std::runtime_error("bad file name \"" + f.name + "\"");
-    }
-    for (const json& t : j.at("tensors")) f.tensors.push_back(tensor_record_from_json(t, where));
-    return f;
-  } catch (const json::exception& e) {
-    throw std::runtime_error(where + ": bad file entry: " + e.what());
+CheckpointMetadata read_metadata(const fs::path& dir) {
+  const fs::path path = dir / kMetadataFile;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) {
+    throw CheckpointCorrupt(dir.string() + " is not a complete checkpoint: it has no " +
+                            kMetadataFile);
   }
-}
-
-CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
-  try {
-    CheckpointMetadata m;
-    m.format_version = j.at("format_version").get<int>();
-    if (m.format_version > kFormatVersion) {
-      throw std::runtime_error("format version " + std::to_string(m.format_version) +
-                               " is newer than this trainctl reads (" +
-                               std::to_string(kFormatVersion) + "): upgrade trainctl");
-    }
-    m.producer = j.value("producer", "");
-    m.step = j.at("step").get<int64_t>();
-    const json& l = j.at("layout");
-    m.layout = {l.at("dp").get<int>(), l.at("tp").get<int>(), l.at("pp").get<int>(),
-                l.at("virtual_stages").get<int>(), l.at("zero").get<int>()};
-    const json& c = j.at("model");
-    m.model.vocab_size = c.at("vocab_size").get<int>();
-    m.model.max_seq_len = c.at("max_seq_len").get<int>();
-    m.model.n_layer = c.at("n_layer").get<int>();
-    m.model.n_head = c.at("n_head").get<int>();
-    m.model.d_model = c.at("d_model").get<int>();
-    m.data.samples_consumed = j.at("data").at("samples_consumed").get<int64_t>();
-    m.data.next_step = j.at("data").at("next_step").get<int64_t>();
-    m.optimizer_step = j.at("optimizer_step").get<int64_t>();
-    m.rng = j.value("rng", json());
-    m.extra = j.value("extra", json::object());
-    for (const json& f : j.at("files")) m.files.push_back(file_record_from_json(f, where));
-    return m;
-  } catch (const json::exception& e) {
-    throw std::runtime_error(where + ": " + e.what());
+  if (ec) throw CheckpointCorrupt("cannot read " + path.string() + ": " + ec.message());
+  if (st.type() != fs::file_type::regular) {
+    throw CheckpointCorrupt(path.string() + " is not a regular file");
   }
-}
-
-void write_metadata(const std::filesystem::path& dir, const CheckpointMetadata& m) {
-  write_file_atomically(dir / kMetadataFile, to_json(m).dump(2) + "\n");
-}
-
-CheckpointMetadata read_metadata(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / kMetadataFile;
   std::ifstream in(path);
-  if (!in) {
-    throw InputError(dir.string() + " is not a complete checkpoint: it has no " + kMetadataFile);
-  }
   std::stringstream text;
   text << in.rdbuf();
+  if (!in) throw CheckpointCorrupt("cannot read " + path.string());
+  json doc;
   try {
-    return metadata_from_json(json::parse(text.str()), path.string());
-  } catch (const std::exception& e) {
-    throw InputError(std::string("cannot use checkpoint ") + dir.string() + ": " + e.what());
+    doc = json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw CheckpointCorrupt("cannot use checkpoint " + dir.string() + ": " + kMetadataFile +
+                            " is not valid JSON (" + e.what() +
+                            "); the file is damaged: resume from another checkpoint");
   }
+  CheckpointMetadata m = metadata_from_json(doc, path.string());
+  const int64_t named = step_of_dir_name(dir);
+  if (named >= 0 && named != m.step) {
+    bad_field({path.string(), ""}, "step",
+              "is " + std::to_string(m.step) + " but the directory is " + dir.filename().string());
+  }
+  return m;
 }
 
 }  // namespace trainctl::checkpoint

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "checkpoint/checksum.h"
+#include "checkpoint/completeness.h"
 #include "checkpoint/errors.h"
 #include "checkpoint/mapped_file.h"
 #include "checkpoint/safetensors.h"
@@ -115,7 +116,8 @@ std::vector<FileCheck> CheckpointReader::check_files() const {
 }
 
 std::vector<std::string> CheckpointReader::check_coverage() const {
-  std::vector<std::string> out;
+  std::vector<std::string> out = file_list_problems(meta_, dir_);
+  for (std::string& problem : model_tensor_problems(*this)) out.push_back(std::move(problem));
   for (const std::string& name : names_) {
     try {
       model::TensorShard whole;

@@ -30,8 +30,9 @@ struct FileCheck {
 class CheckpointReader {
  public:
   // `dir`: a step directory holding metadata.json (see resolve_checkpoint()). Throws
-  // InputError when it is not a usable checkpoint, CheckpointCorrupt when metadata.json
-  // contradicts itself (one tensor saved with two global shapes).
+  // CheckpointCorrupt when metadata.json is missing, edited, out of range (read_metadata())
+  // or contradicts itself (one tensor saved with two global shapes); InputError when it is
+  // from a newer trainctl.
   explicit CheckpointReader(std::filesystem::path dir);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
@@ -42,7 +43,9 @@ class CheckpointReader {
 
   // Recomputes every file's size and checksum (reads everything once).
   std::vector<FileCheck> check_files() const;
-  // Problems with the shards themselves: a tensor of which some slice is in no file.
+  // Problems with what the files hold together (completeness.h): a rank of the layout
+  // without a file, a tensor of the model (or an optimizer state of a parameter) missing or
+  // of the wrong shape, a tensor of another model, a tensor of which some slice is in no file.
   std::vector<std::string> check_coverage() const;
   // check_files() + check_coverage(); throws CheckpointCorrupt with the first problem, e.g.
   // "rank_00003.safetensors: checksum mismatch (expected crc32c:..., got crc32c:...): the

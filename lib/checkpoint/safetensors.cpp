@@ -1,5 +1,6 @@
 #include "checkpoint/safetensors.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -33,6 +34,90 @@ uint64_t read_u64_le(const unsigned char* b) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(b[i]) << (8 * i);
   return n;
+}
+
+// The reference implementation's limit: a larger header is not a safetensors file.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kMaxElements = uint64_t{1} << 40;
+
+[[noreturn]] void bad_header(const std::filesystem::path& path, const std::string& problem) {
+  throw std::runtime_error(path.string() + ": damaged safetensors header: " + problem);
+}
+
+// One tensor's entry: a known dtype, a shape of non-negative extents whose product does not
+// overflow, and a byte range of exactly dtype size x elements inside the data section.
+SafetensorsEntry parse_entry(const std::filesystem::path& path, const std::string& name,
+                             const nlohmann::ordered_json& v, uint64_t data_bytes) {
+  SafetensorsEntry e;
+  e.name = name;
+  e.dtype = v.at("dtype").get<std::string>();
+  const size_t dtype_bytes = st_dtype_size(e.dtype);
+  if (dtype_bytes == 0) bad_header(path, name + " has unknown dtype \"" + e.dtype + "\"");
+  if (!v.at("shape").is_array()) bad_header(path, name + " has shape " + v.at("shape").dump());
+  uint64_t elements = 1;
+  for (const auto& d : v.at("shape")) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > kMaxElements) {
+      bad_header(path, name + " has shape " + v.at("shape").dump() +
+                           " (extents must be integers in [0, 2^40])");
+    }
+    const uint64_t extent = d.get<uint64_t>();
+    if (extent != 0 && elements > kMaxElements / extent) {
+      bad_header(path, name + " has shape " + v.at("shape").dump() + " (more than 2^40 elements)");
+    }
+    elements *= extent;
+    e.shape.push_back(static_cast<int64_t>(extent));
+  }
+  const auto& offsets = v.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    bad_header(path, name + " has data_offsets " + offsets.dump() + " (want [begin, end])");
+  }
+  e.begin = offsets[0].get<uint64_t>();
+  e.end = offsets[1].get<uint64_t>();
+  const uint64_t want = elements * dtype_bytes;
+  if (e.end < e.begin || e.end - e.begin != want) {
+    throw std::runtime_error(path.string() + ": bad data_offsets for " + e.name + ": [" +
+                             std::to_string(e.begin) + ", " + std::to_string(e.end) + ") is not " +
+                             std::to_string(want) + " bytes (" + e.dtype + " x " +
+                             std::to_string(elements) + " elements)");
+  }
+  if (e.end > data_bytes) {
+    throw std::runtime_error(path.string() + ": truncated: " + e.name + " ends at byte " +
+                             std::to_string(e.end) + " of the data section but the file holds " +
+                             std::to_string(data_bytes) + " data bytes");
+  }
+  return e;
+}
+
+// The tensors tile the data section exactly, as the format requires: no two share a byte
+// (one would silently read the other's values) and no byte belongs to none.
+void check_byte_ranges(const std::filesystem::path& path,
+                       const std::vector<SafetensorsEntry>& tensors, uint64_t data_bytes) {
+  std::vector<const SafetensorsEntry*> order;
+  for (const SafetensorsEntry& e : tensors) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const SafetensorsEntry* a, const SafetensorsEntry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t at = 0;
+  const SafetensorsEntry* previous = nullptr;
+  for (const SafetensorsEntry* e : order) {
+    if (e->begin < at) {
+      bad_header(path, e->name + " (bytes [" + std::to_string(e->begin) + ", " +
+                           std::to_string(e->end) + ")) overlaps " + previous->name + " (bytes [" +
+                           std::to_string(previous->begin) + ", " + std::to_string(previous->end) +
+                           "))");
+    }
+    if (e->begin > at) {
+      bad_header(path, "bytes [" + std::to_string(at) + ", " + std::to_string(e->begin) +
+                           ") of the data section belong to no tensor");
+    }
+    at = e->end;
+    previous = e;
+  }
+  if (at != data_bytes) {
+    bad_header(path, "bytes [" + std::to_string(at) + ", " + std::to_string(data_bytes) +
+                         ") of the data section belong to no tensor");
+  }
 }
 
 }  // namespace
@@ -74,6 +159,10 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& path) {
                              std::to_string(n) + " bytes announced, file has " +
                              std::to_string(index.file_size) + ")");
   }
+  if (n > kMaxHeaderBytes) {
+    throw std::runtime_error(path.string() + ": safetensors header of " + std::to_string(n) +
+                             " bytes (more than the format's limit of 100 MB)");
+  }
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
   if (!in) throw std::runtime_error(path.string() + ": truncated safetensors header");
@@ -84,6 +173,9 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& path) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": damaged safetensors header: " + e.what());
   }
+  if (!header.is_object()) {
+    throw std::runtime_error(path.string() + ": damaged safetensors header: not a JSON object");
+  }
   const uint64_t data_bytes = index.file_size - index.data_start;
   try {
     for (auto it = header.begin(); it != header.end(); ++it) {
@@ -91,26 +183,12 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& path) {
         index.metadata = it.value().get<std::map<std::string, std::string>>();
         continue;
       }
-      SafetensorsEntry e;
-      e.name = it.key();
-      e.dtype = it.value().at("dtype").get<std::string>();
-      e.shape = it.value().at("shape").get<Shape>();
-      e.begin = it.value().at("data_offsets").at(0).get<uint64_t>();
-      e.end = it.value().at("data_offsets").at(1).get<uint64_t>();
-      const uint64_t want = static_cast<uint64_t>(numel_of(e.shape)) * st_dtype_size(e.dtype);
-      if (e.end < e.begin || e.end - e.begin != want) {
-        throw std::runtime_error(path.string() + ": bad data_offsets for " + e.name);
-      }
-      if (e.end > data_bytes) {
-        throw std::runtime_error(path.string() + ": truncated: " + e.name + " ends at byte " +
-                                 std::to_string(index.data_start + e.end) + " but the file has " +
-                                 std::to_string(index.file_size));
-      }
-      index.tensors.push_back(std::move(e));
+      index.tensors.push_back(parse_entry(path, it.key(), it.value(), data_bytes));
     }
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path.string() + ": damaged safetensors header: " + e.what());
   }
+  check_byte_ranges(path, index.tensors, data_bytes);
   return index;
 }
 
@@ -137,32 +215,17 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Name
 }
 
 std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path) {
+  const SafetensorsIndex index = read_safetensors_index(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path.string());
-  unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
-  std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  if (!in) throw std::runtime_error(path.string() + ": truncated safetensors header");
-  const auto header = nlohmann::ordered_json::parse(text);  // keep file order
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<NamedTensor> out;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    if (it.value().at("dtype") != "F32") {
-      throw std::runtime_error(path.string() + ": " + it.key() + " is not F32");
-    }
-    const Shape shape = it.value().at("shape").get<Shape>();
-    const auto begin = it.value().at("data_offsets")[0].get<size_t>();
-    const auto end = it.value().at("data_offsets")[1].get<size_t>();
-    Tensor t = Tensor::zeros(shape);
-    if (end > data.size() || end - begin != t.bytes()) {
-      throw std::runtime_error(path.string() + ": bad data_offsets for " + it.key());
-    }
-    std::memcpy(t.raw(), data.data() + begin, t.bytes());
-    out.push_back({it.key(), t});
+  for (const SafetensorsEntry& e : index.tensors) {
+    if (e.dtype != "F32") throw std::runtime_error(path.string() + ": " + e.name + " is not F32");
+    Tensor t = Tensor::zeros(e.shape);
+    in.seekg(static_cast<std::streamoff>(index.data_start + e.begin));
+    in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.bytes()));
+    if (!in) throw std::runtime_error("cannot read " + e.name + " from " + path.string());
+    out.push_back({e.name, t});
   }
   return out;
 }

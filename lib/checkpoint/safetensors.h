@@ -44,12 +44,16 @@ struct SafetensorsIndex {
   uint64_t file_size = 0;
 };
 
-// Reads and checks the header of `path`: every tensor's range lies inside the file and
-// matches its dtype and shape. Throws std::runtime_error naming the file when it is not a
-// well-formed safetensors file (e.g. truncated).
+// Reads and checks the header of `path`: every tensor has a known dtype and a shape whose
+// element count does not overflow, its byte range lies inside the file and is exactly dtype
+// size x elements long, and the ranges tile the data section (no two tensors share a byte,
+// no byte belongs to none), as the format requires. Throws std::runtime_error naming the file
+// and the tensor when it is not a well-formed safetensors file (truncated, a header edited
+// so two tensors overlap, ...).
 SafetensorsIndex read_safetensors_index(const std::filesystem::path& path);
 
-// Reads every tensor into owned fp32 tensors (F32 files only); for tests and tools.
+// Reads every tensor into owned fp32 tensors (F32 files only; the header checked as above);
+// for tests and tools.
 std::vector<NamedTensor> read_safetensors(const std::filesystem::path& path);
 
 }  // namespace trainctl::checkpoint

@@ -12,6 +12,7 @@
 #include "checkpoint/errors.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
+#include "train/resume_choice.h"
 #include "util/error.h"
 
 namespace trainctl::train {
@@ -39,22 +40,18 @@ bool writes_param(const model::Param& p) {
   return !p.tied_copy && (p.shard.split() || p.shard.index == 0);
 }
 
-bool same_model(const model::GptConfig& a, const model::GptConfig& b) {
-  return a.vocab_size == b.vocab_size && a.max_seq_len == b.max_seq_len && a.n_layer == b.n_layer &&
-         a.n_head == b.n_head && a.d_model == b.d_model;
-}
-
-std::string describe(const model::GptConfig& c) {
-  return "vocab " + std::to_string(c.vocab_size) + ", seq_len " + std::to_string(c.max_seq_len) +
-         ", " + std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
-         " heads, d_model " + std::to_string(c.d_model);
-}
-
-// A small integer from world rank 0 to every rank (exact in a float).
-int broadcast_int(comm::Communicator& world, int value) {
-  float v = static_cast<float>(value);
-  world.broadcast(&v, 1, 0);
-  return static_cast<int>(v);
+// A step (or a negative code) from world rank 0 to every rank. The collective carries
+// floats, exact only up to 2^24: a step travels as two 16-bit halves, so every step up to
+// kMaxCheckpointStep (2^31 - 1) arrives exactly.
+int64_t broadcast_step(comm::Communicator& world, int64_t value) {
+  static_assert(checkpoint::kMaxCheckpointStep < (int64_t{1} << 32));
+  const bool negative = value < 0;
+  const uint64_t magnitude = static_cast<uint64_t>(negative ? -value : value);
+  float v[3] = {negative ? 1.0f : 0.0f, static_cast<float>(magnitude >> 16),
+                static_cast<float>(magnitude & 0xffff)};
+  world.broadcast(v, 3, 0);
+  const int64_t m = (static_cast<int64_t>(v[1]) << 16) | static_cast<int64_t>(v[2]);
+  return v[0] != 0.0f ? -m : m;
 }
 
 }  // namespace
@@ -200,46 +197,6 @@ void Checkpointer::commit(int64_t step) {
   }
 }
 
-fs::path Checkpointer::choose(const std::string& resume, bool* found) {
-  *found = false;
-  std::vector<fs::path> candidates;
-  if (resume == "none") return {};
-  if (resume == "auto") {
-    auto all = checkpoint::list_complete(dir_);
-    if (auto latest = checkpoint::latest_checkpoint(dir_)) candidates.push_back(*latest);
-    for (auto it = all.rbegin(); it != all.rend(); ++it) {
-      if (candidates.empty() || it->path != candidates.front()) candidates.push_back(it->path);
-    }
-  } else {
-    candidates.push_back(checkpoint::resolve_checkpoint(resume));
-  }
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    checkpoint::CheckpointReader reader(candidates[i]);
-    if (!same_model(reader.metadata().model, e_.gpt.config())) {
-      throw InputError("checkpoint " + candidates[i].string() + " holds a different model (" +
-                       describe(reader.metadata().model) + ") than this job (" +
-                       describe(e_.gpt.config()) +
-                       "). Use --resume none to start over, or another run_dir.");
-    }
-    try {
-      reader.verify();
-    } catch (const checkpoint::CheckpointCorrupt& err) {
-      if (resume != "auto") {
-        throw InputError(std::string(err.what()) + " (--resume " + resume + ")");
-      }
-      if (i + 1 == candidates.size()) throw;
-      if (say_) {
-        say_("warning: checkpoint " + candidates[i].string() + " is damaged (" + err.what() +
-             "); falling back to " + candidates[i + 1].string());
-      }
-      continue;
-    }
-    *found = true;
-    return candidates[i];
-  }
-  return {};
-}
-
 int64_t Checkpointer::restore(const std::string& resume) {
   const int64_t step = load(resume);
   cadence_.start(step, Clock::now());
@@ -253,33 +210,31 @@ int64_t Checkpointer::load(const std::string& resume) {
   // otherwise and reports why; the others fail the same way, so the launcher sees one
   // kind of failure whichever rank it hears from first).
   fs::path chosen;
-  int step = -1;
+  int64_t step = -1;
   if (world.rank() == 0) {
     try {
-      bool found = false;
-      chosen = choose(resume, &found);
-      if (found) step = static_cast<int>(checkpoint::read_metadata(chosen).step);
+      if (auto dir = choose_resume_checkpoint(dir_, resume, e_.gpt.config(), say_)) {
+        chosen = *dir;
+        step = checkpoint::read_metadata(chosen).step;
+      }
     } catch (const InputError&) {
-      broadcast_int(world, -2);
+      broadcast_step(world, -2);
       throw;
     } catch (...) {
-      broadcast_int(world, -3);
+      broadcast_step(world, -3);
       throw;
     }
   }
-  step = broadcast_int(world, step);
+  step = broadcast_step(world, step);
   const std::string why = "rank 0 could not load the checkpoint to resume from (its log says why)";
   if (step == -2) throw InputError(why);
   if (step == -3) throw std::runtime_error(why);
   if (step < 0) return 0;
   if (world.rank() != 0) {
-    if (resume == "auto") {
-      for (const auto& c : checkpoint::list_complete(dir_)) {
-        if (c.step == step) chosen = c.path;
-      }
-    } else {
-      chosen = checkpoint::resolve_checkpoint(resume);
-    }
+    // The same choice as rank 0's: auto picks a step_<N> directory whose metadata says step
+    // N (read_metadata checks), a path resolves the same way on every rank.
+    chosen = resume == "auto" ? dir_ / checkpoint::step_dir_name(step)
+                              : checkpoint::resolve_checkpoint(resume);
   }
   checkpoint::CheckpointReader reader(chosen);
   reader.set_verify_on_read(false);  // rank 0 verified every file

@@ -59,10 +59,11 @@ class Checkpointer {
   // Blocks until a pending save is written on every rank and committed.
   void finish_pending();
 
-  // Loads the checkpoint `resume` selects ("auto", "none" or a path; see TrainContext) into
-  // the engine's model and optimizer. Returns the completed steps to continue after (0:
-  // nothing loaded). With "auto", a damaged newest checkpoint is reported and the next
-  // older one used. The checkpoint cadence counts from here.
+  // Loads the checkpoint `resume` selects ("auto", "none" or a path; see TrainContext and
+  // resume_choice.h) into the engine's model and optimizer. Returns the completed steps to
+  // continue after (0: nothing loaded). With "auto", every skipped checkpoint is reported
+  // and the next older one used; a path is used as given or refused (InputError). The
+  // checkpoint cadence counts from here.
   int64_t restore(const std::string& resume);
 
  private:
@@ -70,7 +71,6 @@ class Checkpointer {
   struct Snapshot;
   void write_snapshot(const Snapshot& s);
   void commit(int64_t step);
-  std::filesystem::path choose(const std::string& resume, bool* found);
 
   Engine& e_;
   std::filesystem::path dir_;  // run_dir/checkpoints

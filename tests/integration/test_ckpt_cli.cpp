@@ -75,7 +75,7 @@ TEST_CASE("ckpt verify passes an intact checkpoint and names a damaged file",
   }
   ProcResult bad = run_trainctl({"ckpt", "verify", step.string()}, dir.path());
   INFO(bad.out << bad.err);
-  CHECK(bad.exit_code == 1);
+  CHECK(bad.exit_code == 2);  // input the user can fix: pick another checkpoint
   CHECK_THAT(bad.err, Catch::Contains("rank_00002.safetensors: checksum mismatch"));
   CHECK_THAT(bad.err, Catch::Contains("resume from an older checkpoint"));
   CHECK_THAT(bad.out, Catch::Contains("checkpoint DAMAGED: 1 of 4 files failed"));
@@ -83,13 +83,13 @@ TEST_CASE("ckpt verify passes an intact checkpoint and names a damaged file",
   // Exporting from the damaged checkpoint fails and leaves no file behind.
   ProcResult ex = run_trainctl(
       {"ckpt", "export", step.string(), "--out", (dir / "m.safetensors").string()}, dir.path());
-  CHECK(ex.exit_code == 1);
+  CHECK(ex.exit_code == 2);
   CHECK_THAT(ex.err, Catch::Contains("rank_00002.safetensors"));
   CHECK_FALSE(fs::exists(dir / "m.safetensors"));
 
   fs::resize_file(step / "rank_00001.safetensors", 100);
   ProcResult cut = run_trainctl({"ckpt", "verify", step.string()}, dir.path());
-  CHECK(cut.exit_code == 1);
+  CHECK(cut.exit_code == 2);
   CHECK_THAT(cut.err, Catch::Contains("rank_00001.safetensors: 100 bytes, expected"));
 }
 

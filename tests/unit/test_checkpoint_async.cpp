@@ -82,7 +82,8 @@ TEST_CASE("export writes the whole model with nanoGPT names and global shapes", 
   ScratchDir dir;
   write_all_ranks(dir.path(), {2, 2, 2}, 9);
   CheckpointReader reader(dir.path());
-  const fs::path out = dir / "model.safetensors";
+  ScratchDir elsewhere;  // never inside the checkpoint directory (export refuses that)
+  const fs::path out = elsewhere / "model.safetensors";
   const ExportSummary summary = export_full_model(reader, out);
   const std::vector<NamedTensor> model = read_safetensors(out);
   // wte, wpe, 4 blocks of 12, ln_f weight and bias; no optimizer state, no duplicates.
