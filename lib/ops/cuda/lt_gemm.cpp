@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_abi/cuda_check.h"
+#include "util/dtype.h"  // header-only: the plugin links no trainctl library
 
 namespace trainctl::ops::cuda {
 
@@ -35,20 +36,6 @@ cudaDataType_t operand_type(DType t) {
   }
   throw std::invalid_argument("LtGemm: unknown operand type " +
                               std::to_string(static_cast<int>(t)));
-}
-
-// Not tensor.h's dtype_name: the plugin links no trainctl library (its symbols would be
-// unresolved at dlopen).
-const char* operand_name(DType t) {
-  switch (t) {
-    case DType::fp32:
-      return "fp32";
-    case DType::bf16:
-      return "bf16";
-    case DType::fp16:
-      return "fp16";
-  }
-  return "?";
 }
 
 // RAII for the per-call descriptors.
@@ -145,7 +132,7 @@ void LtGemm::run(cudaStream_t stream, DType ab_type, bool trans_a, bool trans_b,
                                                          1, &result, &found));
     if (found == 0) {
       throw std::runtime_error(
-          std::string("cuBLASLt has no algorithm for gemm with ") + operand_name(ab_type) +
+          std::string("cuBLASLt has no algorithm for gemm with ") + dtype_name(ab_type) +
           " operands and fp32 results, M=" + std::to_string(M) + " N=" + std::to_string(N) +
           " K=" + std::to_string(K) + " (trans_a=" + std::to_string(trans_a) +
           ", trans_b=" + std::to_string(trans_b) + ", lda=" + std::to_string(lda) +
