@@ -2,8 +2,8 @@
 #include <memory>
 
 #include "comm/communicator.h"
-#include "comm/rank_coords.h"
 #include "comm/progress.h"
+#include "comm/rank_coords.h"
 
 namespace trainctl::comm {
 
