@@ -191,7 +191,7 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
     out += "local rank " + std::to_string(local) + " -> GPU " + gpus[static_cast<size_t>(local)] +
            "\n";
   }
-  if (spec.device == config::Device::cpu) out += cpu_kernels_text() + "\n";
+  if (spec.device == Device::cpu) out += cpu_kernels_text() + "\n";
   out += "\nok: " + job.string() + " is valid\n";
   try {
     train::check_trainable(spec);
