@@ -51,7 +51,7 @@ std::map<int64_t, int> step_counts(const fs::path& run_dir) {
 TEST_CASE("a second train on a running job's run_dir exits 2 naming the first job",
           "[launch][train]") {
   TempDir dir("lock");
-  const int steps = 300;
+  const int steps = 600;
   const fs::path job = long_job(dir.path(), "locked", steps);
   const fs::path run = dir / "runs/locked";
   Proc first({"train", job.string()}, dir.path());
