@@ -115,7 +115,7 @@ TEST_CASE("llm.c header counts: negative, zero, huge and mismatched are refused"
   CHECK(exact.max_token() == 299);
 }
 
-TEST_CASE("llm.c version and header length; raw odd sizes; empty files", "[data]") {
+TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[data]") {
   Dir dir;
   const auto toks = ramp(100, 50);
   const std::string v2 =
