@@ -183,7 +183,7 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
   std::vector<launch::RankPlacement> map = launch::rank_map(layout, cluster.nnodes);
   std::string out = config::summary(spec);
   if (!out.empty() && out.back() != '\n') out += '\n';
-  if (!data_line.empty()) out += data_line + "\n";
+  if (!data_line.empty()) out += "data file:  " + data_line + "\n";
   out += "\nrank map (" + std::to_string(cluster.nnodes) + " node(s), " +
          std::to_string(launch::workers_per_node(layout.world_size(), cluster.nnodes)) +
          " worker(s) per node):\n";

@@ -8,8 +8,7 @@ namespace trainctl::train {
 
 std::string check_data(const config::JobSpec& spec) {
   try {
-    const std::string line = data::check_dataset_file(dataset_options(spec));
-    return line.empty() ? line : "data: " + line;
+    return data::check_dataset_file(dataset_options(spec));
   } catch (const InputError& e) {
     const std::string where =
         spec.spec_path.empty() ? std::string("job spec") : spec.spec_path.string();

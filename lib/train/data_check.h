@@ -8,8 +8,9 @@
 
 namespace trainctl::train {
 
-// Returns `validate`'s line about the data ("data: /x/train.bin: llm.c token file, ...");
-// empty for synthetic data. Throws InputError "<spec>: data.path: <file>: <problem>; <fix>".
+// Returns what `validate` prints about the file ("/x/train.bin: llm.c token file, 1000
+// tokens, ids 0..299"); empty for synthetic data. Throws InputError
+// "<spec>: data.path: <file>: <problem>; <fix>".
 std::string check_data(const config::JobSpec& spec);
 
 }  // namespace trainctl::train

@@ -140,7 +140,7 @@ TEST_CASE("a good llm.c token file: validate describes it and train uses it", "[
   const ProcResult v = run_trainctl({"validate", job.string()}, dir.path(), 20s);
   INFO(v.out << v.err);
   CHECK(v.exit_code == 0);
-  CHECK_THAT(v.out, Catch::Contains("data: " + data.string() +
+  CHECK_THAT(v.out, Catch::Contains("data file:  " + data.string() +
                                     ": llm.c token file, 1000 tokens, ids 0..300"));
   const ProcResult t = run_trainctl({"train", job.string()}, dir.path(), 120s);
   INFO(t.out << t.err);
