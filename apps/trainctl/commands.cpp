@@ -19,6 +19,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "plan/pipeline_simulate.h"
 #include "plan/pipeline_timeline.h"
+#include "train/data_check.h"
 #include "train/inspect_step.h"
 #include "train/spec_options.h"
 #include "train/trainer.h"
@@ -147,6 +148,7 @@ std::vector<std::string> check_gpus(const config::JobSpec& spec, int nnodes) {
 int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   train::check_trainable(spec);  // refuse what this build cannot train before spawning
+  train::check_data(spec);       // and data the workers would refuse, before run_dir exists
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
   check_gpus(spec, opt.cluster.nnodes);
   std::string resume = args.resume;
@@ -184,11 +186,13 @@ int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {
 int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster_flags) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
+  const std::string data_line = train::check_data(spec);
   launch::ClusterPlacement cluster = launch::resolve_cluster(cluster_flags, launch::process_env());
   const Layout& layout = spec.parallel;
   std::vector<launch::RankPlacement> map = launch::rank_map(layout, cluster.nnodes);
   std::string out = config::summary(spec);
   if (!out.empty() && out.back() != '\n') out += '\n';
+  if (!data_line.empty()) out += "data file:  " + data_line + "\n";
   out += "\nrank map (" + std::to_string(cluster.nnodes) + " node(s), " +
          std::to_string(launch::workers_per_node(layout.world_size(), cluster.nnodes)) +
          " worker(s) per node):\n";

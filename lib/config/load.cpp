@@ -2,15 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
-#include <system_error>
-
 #include "config/locations.h"
 #include "config/overrides.h"
 #include "config/sections.h"
 #include "config/validate.h"
 #include "util/error.h"
+#include "util/regular_file.h"
 
 namespace trainctl::config {
 
@@ -73,16 +70,9 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
 }
 
 JobSpec load_job_spec(const fs::path& file, const std::vector<std::string>& overrides) {
-  const std::string origin = file.string();
-  std::error_code ec;
-  if (!fs::exists(file, ec)) throw InputError(origin + ": no such job spec file.");
-  if (fs::is_directory(file, ec))
-    throw InputError(origin + ": is a directory, not a job spec file.");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(origin + ": cannot be opened for reading (check its permissions).");
-  std::ostringstream text;
-  text << in.rdbuf();
-  JobSpec spec = parse_job_spec(text.str(), origin, file.parent_path(), overrides);
+  const RegularFile spec_file(file, "job spec file");
+  const std::string text = spec_file.read_all(kMaxSpecBytes);
+  JobSpec spec = parse_job_spec(text, file.string(), file.parent_path(), overrides);
   spec.spec_path = fs::absolute(file).lexically_normal();
   return spec;
 }

@@ -4,6 +4,7 @@
 // names the place (`job.yaml:7:7` or `--set parallel.tp=3`), the key path, what is wrong
 // and what would fix it:
 //   job.yaml:7:7: parallel.tp: must divide model.n_head (6); got 4. Use tp in {1, 2, 3, 6}.
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -12,11 +13,17 @@
 
 namespace trainctl::config {
 
+// A job spec is a small YAML file; anything larger is the wrong file (or a generated one
+// gone wrong), and reading it whole would only cost memory and time.
+inline constexpr uint64_t kMaxSpecBytes = 1024 * 1024;
+
 // Parses and validates the spec file, applying `overrides` ("key.path=value", the value read
 // as YAML: `optimizer.betas=[0.9,0.99]`) exactly as if they were in the file. Relative
 // `run_dir` and `data.path` in the file are resolved against the file's directory; in an
 // override, against the current directory (where the user typed them). `run_dir` defaults
 // to `runs/<name>` next to the spec. The result has absolute paths and spec_path set.
+// The file must be a regular file of at most kMaxSpecBytes (a FIFO, a device such as
+// /dev/zero or a directory is refused without reading it), else InputError.
 JobSpec load_job_spec(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 

@@ -1,5 +1,7 @@
 #include "config/validate.h"
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -10,6 +12,7 @@
 
 #include "config/number_text.h"
 #include "config/suggest.h"
+#include "util/regular_file.h"
 
 namespace trainctl::config::detail {
 
@@ -217,10 +220,16 @@ void check_data(const JobSpec& s, const Checker& c) {
     c.fail("data.path", "no such file: " + d.path.string() +
                             " (relative paths are resolved against the spec file's directory).");
   }
+  // A FIFO would hang whoever opens it, a device never ends, a directory is no corpus. The
+  // token file's contents are checked before launch too, by data/file_checks.h (the config
+  // layer knows no file formats).
+  struct stat st {};
+  if (::stat(d.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    c.fail("data.path", d.path.string() + " is " + file_kind(st.st_mode) +
+                            ", not a regular file; data.path names one " +
+                            (d.type == "text" ? "text" : "token") + " file.");
+  }
   if (d.type == "text") {
-    if (!fs::is_regular_file(status)) {
-      c.fail("data.path", d.path.string() + " is not a regular file; text data is one file.");
-    }
     const uintmax_t bytes = fs::file_size(d.path, ec);
     if (ec) c.fail("data.path", "cannot read the size of " + d.path.string() + ": " + ec.message());
     check_text_size(s, c, bytes);

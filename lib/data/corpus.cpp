@@ -1,48 +1,36 @@
 #include "data/corpus.h"
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
+#include "data/file_checks.h"
 #include "util/error.h"
 #include "util/random.h"
+#include "util/regular_file.h"
 
 namespace trainctl::data {
 
 CorpusDataset::CorpusDataset(const DatasetOptions& options) : opt_(options) {
-  const std::string p = opt_.path.string();
+  // The same checks as the pre-launch one (data/file_checks.h), so a file that passed
+  // `validate` is never refused here and a worker never maps a file `validate` refused.
   if (opt_.type == "text") {
-    std::ifstream in(opt_.path, std::ios::binary);
-    if (!in) throw InputError(p + ": cannot open text file (data.path)");
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    owned_.reserve(bytes.size());
-    for (char c : bytes) owned_.push_back(static_cast<unsigned char>(c));
+    const RegularFile file(opt_.path, "text file (data.path)");
+    const std::string bytes = file.read_all(file.size());
+    owned_.resize(bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) owned_[i] = static_cast<unsigned char>(bytes[i]);
     tokens_ = owned_.data();
     size_ = owned_.size();
     format_ = "UTF-8 text, byte tokens";
   } else {
     file_ = std::make_unique<TokenFile>(opt_.path);
+    // One pass to catch a vocabulary mismatch now rather than as garbage gradients later.
+    check_token_ids(*file_, opt_.vocab_size);
     tokens_ = file_->tokens();
     size_ = file_->size();
     format_ = file_->format() + " token file";
-    // One pass to catch a vocabulary mismatch now rather than as garbage gradients later.
-    uint16_t max_token = 0;
-    for (size_t i = 0; i < size_; ++i) max_token = std::max(max_token, tokens_[i]);
-    if (max_token >= opt_.vocab_size) {
-      throw InputError(p + ": contains token id " + std::to_string(max_token) +
-                       " but model.vocab_size is " + std::to_string(opt_.vocab_size) +
-                       "; set model.vocab_size to at least " + std::to_string(max_token + 1));
-    }
   }
-  train_size_ = static_cast<size_t>(static_cast<double>(size_) * (1.0 - opt_.val_fraction));
-  const size_t window = static_cast<size_t>(opt_.seq_len) + 1;
-  if (train_size_ < window || (opt_.val_fraction > 0 && size_ - train_size_ < window)) {
-    throw InputError(p + ": " + std::to_string(size_) + " tokens are too few for windows of " +
-                     std::to_string(window) + " tokens in both splits (val_fraction " +
-                     std::to_string(opt_.val_fraction) +
-                     "); use a larger corpus or a smaller model.seq_len");
-  }
+  check_split_sizes(size_, opt_);
+  train_size_ = train_split_size(size_, opt_.val_fraction);
 }
 
 void CorpusDataset::sample(Split split, uint64_t index, int32_t* tokens, int32_t* targets) const {

@@ -15,6 +15,7 @@
 #include "launch/launcher_signals.h"
 #include "launch/prefixed_store.h"
 #include "launch/rank_map.h"
+#include "launch/run_dir_lock.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
 #include "launch/worker_process.h"
@@ -122,9 +123,14 @@ class Launcher {
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<TcpStoreClient> store_;
   std::vector<WorkerProcess> workers_;
+  std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
 };
 
 void Launcher::prepare_run_dir() {
+  // Node 0 speaks for the job: the lock comes before anything is written into run_dir, so
+  // a second job on the same run_dir leaves the first one's files untouched. (The other
+  // nodes share node 0's run_dir or have their own; theirs need no lock of their own.)
+  if (node_ == 0) run_dir_lock_.emplace(spec_.run_dir, spec_.name, spec_.spec_path);
   fs::create_directories(spec_.run_dir / "logs");
   write_file_atomically(spec_.run_dir / "config.resolved.yaml", config::to_yaml(spec_), node_);
 }

@@ -11,6 +11,8 @@
 //   kExitRendezvous    a worker could not connect (it exited with that code)
 // Bad input (layout not divisible by the node count) raises InputError and a store that
 // cannot be reached or joined raises RendezvousError, both before any worker starts.
+// Node 0's launcher first locks run_dir for the whole job (launch/run_dir_lock.h): while
+// another live job holds it, InputError names that job and nothing is written to run_dir.
 //
 // Workers never outlive the launcher: they are stopped on every path out of
 // run_launcher, and PR_SET_PDEATHSIG kills them if the launcher itself is killed.

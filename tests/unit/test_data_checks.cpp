@@ -1,0 +1,193 @@
+// The checks a data file passes before launch and in the workers (data/file_checks.h,
+// data/token_file.h): every way an llm.c or nanoGPT token file can be wrong is refused with
+// an InputError naming the file and the problem, never a crash (issue 15: a negative
+// header count used to wrap around the size check and SIGBUS the workers).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/file_checks.h"
+#include "data/token_file.h"
+#include "util/error.h"
+
+using namespace trainctl;
+using namespace trainctl::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Dir {
+  fs::path path = fs::temp_directory_path() / ("trainctl_datacheck_" + std::to_string(::getpid()));
+  Dir() { fs::create_directories(path); }
+  ~Dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<uint16_t> ramp(size_t n, int modulo) {
+  std::vector<uint16_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = static_cast<uint16_t>((i * 7) % static_cast<size_t>(modulo));
+  return t;
+}
+
+// An llm.c file: the 256-int header (magic, version, count) and then `tokens`.
+fs::path write_llmc(const fs::path& file, int32_t version, int32_t count,
+                    const std::vector<uint16_t>& tokens) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = TokenFile::kLlmcMagic;
+  header[1] = version;
+  header[2] = count;
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * 2));
+  return file;
+}
+
+fs::path write_bytes(const fs::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary);
+  out << bytes;
+  return file;
+}
+
+// The message of the InputError that `f` throws ("" and a failed check when none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  FAIL("expected an InputError");
+  return {};
+}
+
+DatasetOptions tokens_options(const fs::path& file, int vocab = 512) {
+  DatasetOptions o;
+  o.type = "tokens";
+  o.path = file;
+  o.vocab_size = vocab;
+  o.seq_len = 16;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("llm.c header counts: negative, zero, huge and mismatched are refused", "[data]") {
+  Dir dir;
+  const auto toks = ramp(1000, 300);
+  // The issue's case: struct.pack('<256i', 20240520, 1, -5, ...) then tokens. As a size_t,
+  // -5 times 2 wrapped around to a small byte count that "fit" the file.
+  for (int32_t count : {-5, -1, INT32_MIN, INT32_MIN + 1, -(1 << 30)}) {
+    const fs::path f = write_llmc(dir.path / "neg.bin", 1, count, toks);
+    const std::string msg = error_of([&] { TokenFile file(f); });
+    CHECK_THAT(msg, Catch::Contains(f.string()));
+    CHECK_THAT(msg, Catch::Contains("llm.c header says " + std::to_string(count) + " tokens"));
+  }
+  const std::string zero =
+      error_of([&] { TokenFile file(write_llmc(dir.path / "zero.bin", 1, 0, toks)); });
+  CHECK_THAT(zero, Catch::Contains("says 0 tokens; a token file needs at least one"));
+
+  for (int32_t count : {1001, 5000, INT32_MAX}) {
+    const std::string msg =
+        error_of([&] { TokenFile file(write_llmc(dir.path / "big.bin", 1, count, toks)); });
+    CHECK_THAT(msg, Catch::Contains("(truncated?)"));
+    CHECK_THAT(msg, Catch::Contains("but the file is 3024 bytes"));
+  }
+  // Fewer tokens announced than stored: llm.c's loader refuses this too.
+  const std::string extra =
+      error_of([&] { TokenFile file(write_llmc(dir.path / "extra.bin", 1, 999, toks)); });
+  CHECK_THAT(extra, Catch::Contains("(data after the last token?)"));
+
+  TokenFile exact(write_llmc(dir.path / "ok.bin", 1, 1000, toks));
+  CHECK(exact.format() == "llm.c");
+  CHECK(exact.size() == 1000);
+  CHECK(exact.max_token() == 299);
+}
+
+TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[data]") {
+  Dir dir;
+  const auto toks = ramp(100, 50);
+  const std::string v2 =
+      error_of([&] { TokenFile f(write_llmc(dir.path / "v2.bin", 2, 100, toks)); });
+  CHECK_THAT(v2, Catch::Contains("version 2 is not supported"));
+  CHECK_THAT(v2, Catch::Contains("version 1"));
+
+  // The magic and then less than a whole header.
+  int32_t magic = TokenFile::kLlmcMagic;
+  std::string head(reinterpret_cast<const char*>(&magic), 4);
+  head += std::string(96, '\0');
+  const std::string short_header =
+      error_of([&] { TokenFile f(write_bytes(dir.path / "short.bin", head)); });
+  CHECK_THAT(short_header, Catch::Contains("shorter than llm.c's 1024-byte header"));
+
+  const std::string odd =
+      error_of([&] { TokenFile f(write_bytes(dir.path / "odd.bin", std::string(2001, 'a'))); });
+  CHECK_THAT(odd, Catch::Contains("odd size (2001 bytes)"));
+
+  const std::string empty = error_of([&] { TokenFile f(write_bytes(dir.path / "e.bin", "")); });
+  CHECK_THAT(empty, Catch::Contains("token file is empty (0 bytes)"));
+
+  TokenFile raw(write_bytes(dir.path / "raw.bin", std::string(2000, '\x01')));
+  CHECK(raw.format() == "raw uint16");
+  CHECK(raw.size() == 1000);
+  CHECK(raw.max_token() == 0x0101);
+}
+
+TEST_CASE("token files must be regular files: FIFO, device, directory refused", "[data]") {
+  Dir dir;
+  const fs::path fifo = dir.path / "tokens.fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // Opening a FIFO for reading blocks until a writer comes: refused without opening it.
+  CHECK_THAT(error_of([&] { TokenFile f(fifo); }), Catch::Contains("is a FIFO (named pipe)"));
+  CHECK_THAT(error_of([&] { TokenFile f("/dev/null"); }),
+             Catch::Contains("/dev/null: is a character device, not a regular file"));
+  CHECK_THAT(error_of([&] { TokenFile f(dir.path); }), Catch::Contains("is a directory"));
+  CHECK_THAT(error_of([&] { TokenFile f(dir.path / "missing.bin"); }),
+             Catch::Contains("no such token file"));
+  // The pre-launch check says the same for both data types.
+  DatasetOptions text = tokens_options(fifo);
+  text.type = "text";
+  CHECK_THAT(error_of([&] { check_dataset_file(text); }), Catch::Contains("is a FIFO"));
+  CHECK_THAT(error_of([&] { check_dataset_file(tokens_options(fifo)); }),
+             Catch::Contains("is a FIFO"));
+}
+
+TEST_CASE("the pre-launch check: token ids against vocab_size, split sizes, a summary", "[data]") {
+  Dir dir;
+  const fs::path f = write_llmc(dir.path / "t.bin", 1, 1000, ramp(1000, 300));
+  const std::string vocab = error_of([&] { check_dataset_file(tokens_options(f, 256)); });
+  CHECK_THAT(vocab, Catch::Contains(f.string() + ": contains token id 299"));
+  CHECK_THAT(vocab, Catch::Contains("set model.vocab_size to at least 300"));
+  // The workers refuse exactly the same file, with the same words.
+  CHECK(error_of([&] { make_dataset(tokens_options(f, 256)); }) == vocab);
+
+  CHECK(check_dataset_file(tokens_options(f, 300)) ==
+        f.string() + ": llm.c token file, 1000 tokens, ids 0..299");
+
+  DatasetOptions long_windows = tokens_options(f, 300);
+  long_windows.seq_len = 999;
+  CHECK_THAT(error_of([&] { check_dataset_file(long_windows); }),
+             Catch::Contains("1000 tokens are too few for windows of 1000 tokens"));
+
+  DatasetOptions text;
+  text.type = "text";
+  text.path = write_bytes(dir.path / "c.txt", std::string(4000, 'x'));
+  text.seq_len = 16;
+  CHECK_THAT(check_dataset_file(text), Catch::Contains("UTF-8 text, 4000 bytes"));
+  text.path = write_bytes(dir.path / "empty.txt", "");
+  CHECK_THAT(error_of([&] { check_dataset_file(text); }), Catch::Contains("text file is empty"));
+
+  DatasetOptions synthetic;
+  CHECK(check_dataset_file(synthetic).empty());
+}
