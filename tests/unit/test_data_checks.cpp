@@ -16,22 +16,16 @@
 #include "data/dataset.h"
 #include "data/file_checks.h"
 #include "data/token_file.h"
+#include "test_scratch.h"
 #include "util/error.h"
 
 using namespace trainctl;
 using namespace trainctl::data;
 namespace fs = std::filesystem;
+using trainctl::test::input_error_of;
+using trainctl::test::ScratchDir;
 
 namespace {
-
-struct Dir {
-  fs::path path = fs::temp_directory_path() / ("trainctl_datacheck_" + std::to_string(::getpid()));
-  Dir() { fs::create_directories(path); }
-  ~Dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::vector<uint16_t> ramp(size_t n, int modulo) {
   std::vector<uint16_t> t(n);
@@ -60,18 +54,6 @@ fs::path write_bytes(const fs::path& file, const std::string& bytes) {
   return file;
 }
 
-// The message of the InputError that `f` throws ("" and a failed check when none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  FAIL("expected an InputError");
-  return {};
-}
-
 DatasetOptions tokens_options(const fs::path& file, int vocab = 512) {
   DatasetOptions o;
   o.type = "tokens";
@@ -84,29 +66,29 @@ DatasetOptions tokens_options(const fs::path& file, int vocab = 512) {
 }  // namespace
 
 TEST_CASE("llm.c header counts: negative, zero, huge and mismatched are refused", "[data]") {
-  Dir dir;
+  ScratchDir dir("datacheck");
   const auto toks = ramp(1000, 300);
   // The issue's case: struct.pack('<256i', 20240520, 1, -5, ...) then tokens. As a size_t,
   // -5 times 2 wrapped around to a small byte count that "fit" the file.
   for (int32_t count : {-5, -1, INT32_MIN, INT32_MIN + 1, -(1 << 30)}) {
     const fs::path f = write_llmc(dir.path / "neg.bin", 1, count, toks);
-    const std::string msg = error_of([&] { TokenFile file(f); });
+    const std::string msg = input_error_of([&] { TokenFile file(f); });
     CHECK_THAT(msg, Catch::Contains(f.string()));
     CHECK_THAT(msg, Catch::Contains("llm.c header says " + std::to_string(count) + " tokens"));
   }
   const std::string zero =
-      error_of([&] { TokenFile file(write_llmc(dir.path / "zero.bin", 1, 0, toks)); });
+      input_error_of([&] { TokenFile file(write_llmc(dir.path / "zero.bin", 1, 0, toks)); });
   CHECK_THAT(zero, Catch::Contains("says 0 tokens; a token file needs at least one"));
 
   for (int32_t count : {1001, 5000, INT32_MAX}) {
     const std::string msg =
-        error_of([&] { TokenFile file(write_llmc(dir.path / "big.bin", 1, count, toks)); });
+        input_error_of([&] { TokenFile file(write_llmc(dir.path / "big.bin", 1, count, toks)); });
     CHECK_THAT(msg, Catch::Contains("(truncated?)"));
     CHECK_THAT(msg, Catch::Contains("but the file is 3024 bytes"));
   }
   // Fewer tokens announced than stored: llm.c's loader refuses this too.
   const std::string extra =
-      error_of([&] { TokenFile file(write_llmc(dir.path / "extra.bin", 1, 999, toks)); });
+      input_error_of([&] { TokenFile file(write_llmc(dir.path / "extra.bin", 1, 999, toks)); });
   CHECK_THAT(extra, Catch::Contains("(data after the last token?)"));
 
   TokenFile exact(write_llmc(dir.path / "ok.bin", 1, 1000, toks));
@@ -116,10 +98,10 @@ TEST_CASE("llm.c header counts: negative, zero, huge and mismatched are refused"
 }
 
 TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[data]") {
-  Dir dir;
+  ScratchDir dir("datacheck");
   const auto toks = ramp(100, 50);
   const std::string v2 =
-      error_of([&] { TokenFile f(write_llmc(dir.path / "v2.bin", 2, 100, toks)); });
+      input_error_of([&] { TokenFile f(write_llmc(dir.path / "v2.bin", 2, 100, toks)); });
   CHECK_THAT(v2, Catch::Contains("version 2 is not supported"));
   CHECK_THAT(v2, Catch::Contains("version 1"));
 
@@ -128,14 +110,15 @@ TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[da
   std::string head(reinterpret_cast<const char*>(&magic), 4);
   head += std::string(96, '\0');
   const std::string short_header =
-      error_of([&] { TokenFile f(write_bytes(dir.path / "short.bin", head)); });
+      input_error_of([&] { TokenFile f(write_bytes(dir.path / "short.bin", head)); });
   CHECK_THAT(short_header, Catch::Contains("shorter than llm.c's 1024-byte header"));
 
-  const std::string odd =
-      error_of([&] { TokenFile f(write_bytes(dir.path / "odd.bin", std::string(2001, 'a'))); });
+  const std::string odd = input_error_of(
+      [&] { TokenFile f(write_bytes(dir.path / "odd.bin", std::string(2001, 'a'))); });
   CHECK_THAT(odd, Catch::Contains("odd size (2001 bytes)"));
 
-  const std::string empty = error_of([&] { TokenFile f(write_bytes(dir.path / "e.bin", "")); });
+  const std::string empty =
+      input_error_of([&] { TokenFile f(write_bytes(dir.path / "e.bin", "")); });
   CHECK_THAT(empty, Catch::Contains("token file is empty (0 bytes)"));
 
   TokenFile raw(write_bytes(dir.path / "raw.bin", std::string(2000, '\x01')));
@@ -145,39 +128,39 @@ TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[da
 }
 
 TEST_CASE("token files must be regular files: FIFO, device, directory refused", "[data]") {
-  Dir dir;
+  ScratchDir dir("datacheck");
   const fs::path fifo = dir.path / "tokens.fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   // Opening a FIFO for reading blocks until a writer comes: refused without opening it.
-  CHECK_THAT(error_of([&] { TokenFile f(fifo); }), Catch::Contains("is a FIFO (named pipe)"));
-  CHECK_THAT(error_of([&] { TokenFile f("/dev/null"); }),
+  CHECK_THAT(input_error_of([&] { TokenFile f(fifo); }), Catch::Contains("is a FIFO (named pipe)"));
+  CHECK_THAT(input_error_of([&] { TokenFile f("/dev/null"); }),
              Catch::Contains("/dev/null: is a character device, not a regular file"));
-  CHECK_THAT(error_of([&] { TokenFile f(dir.path); }), Catch::Contains("is a directory"));
-  CHECK_THAT(error_of([&] { TokenFile f(dir.path / "missing.bin"); }),
+  CHECK_THAT(input_error_of([&] { TokenFile f(dir.path); }), Catch::Contains("is a directory"));
+  CHECK_THAT(input_error_of([&] { TokenFile f(dir.path / "missing.bin"); }),
              Catch::Contains("no such token file"));
   // The pre-launch check says the same for both data types.
   DatasetOptions text = tokens_options(fifo);
   text.type = "text";
-  CHECK_THAT(error_of([&] { check_dataset_file(text); }), Catch::Contains("is a FIFO"));
-  CHECK_THAT(error_of([&] { check_dataset_file(tokens_options(fifo)); }),
+  CHECK_THAT(input_error_of([&] { check_dataset_file(text); }), Catch::Contains("is a FIFO"));
+  CHECK_THAT(input_error_of([&] { check_dataset_file(tokens_options(fifo)); }),
              Catch::Contains("is a FIFO"));
 }
 
 TEST_CASE("the pre-launch check: token ids against vocab_size, split sizes, a summary", "[data]") {
-  Dir dir;
+  ScratchDir dir("datacheck");
   const fs::path f = write_llmc(dir.path / "t.bin", 1, 1000, ramp(1000, 300));
-  const std::string vocab = error_of([&] { check_dataset_file(tokens_options(f, 256)); });
+  const std::string vocab = input_error_of([&] { check_dataset_file(tokens_options(f, 256)); });
   CHECK_THAT(vocab, Catch::Contains(f.string() + ": contains token id 299"));
   CHECK_THAT(vocab, Catch::Contains("set model.vocab_size to at least 300"));
   // The workers refuse exactly the same file, with the same words.
-  CHECK(error_of([&] { make_dataset(tokens_options(f, 256)); }) == vocab);
+  CHECK(input_error_of([&] { make_dataset(tokens_options(f, 256)); }) == vocab);
 
   CHECK(check_dataset_file(tokens_options(f, 300)) ==
         f.string() + ": llm.c token file, 1000 tokens, ids 0..299");
 
   DatasetOptions long_windows = tokens_options(f, 300);
   long_windows.seq_len = 999;
-  CHECK_THAT(error_of([&] { check_dataset_file(long_windows); }),
+  CHECK_THAT(input_error_of([&] { check_dataset_file(long_windows); }),
              Catch::Contains("1000 tokens are too few for windows of 1000 tokens"));
 
   DatasetOptions text;
@@ -186,7 +169,8 @@ TEST_CASE("the pre-launch check: token ids against vocab_size, split sizes, a su
   text.seq_len = 16;
   CHECK_THAT(check_dataset_file(text), Catch::Contains("UTF-8 text, 4000 bytes"));
   text.path = write_bytes(dir.path / "empty.txt", "");
-  CHECK_THAT(error_of([&] { check_dataset_file(text); }), Catch::Contains("text file is empty"));
+  CHECK_THAT(input_error_of([&] { check_dataset_file(text); }),
+             Catch::Contains("text file is empty"));
 
   DatasetOptions synthetic;
   CHECK(check_dataset_file(synthetic).empty());
