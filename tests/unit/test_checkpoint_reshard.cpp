@@ -76,7 +76,7 @@ TEST_CASE("metadata.json records layout, position and every shard", "[checkpoint
   write_all_ranks(dir.path(), {2, 2, 1}, 42);
   const CheckpointMetadata m = read_metadata(dir.path());
   CHECK(m.step == 42);
-  CHECK(m.layout == ParallelLayout{1, 2, 2, 1, 0});
+  CHECK(m.layout == ParallelLayout{{1, 2, 2}, 1, 0});
   CHECK(m.data == DataPosition{42 * 64, 42});
   CHECK(m.optimizer_step == 42);
   CHECK(m.rng["offset"] == 42);

@@ -84,7 +84,7 @@ inline RankTensors rank_tensors(const ShardLayout& l, int rank, bool with_optimi
 inline CheckpointMetadata metadata_for(const ShardLayout& l, int64_t step, const fs::path& dir) {
   CheckpointMetadata m;
   m.step = step;
-  m.layout = {1, l.tp, l.pp, l.virtual_stages, 0};
+  m.layout = {{1, l.tp, l.pp}, l.virtual_stages, 0};
   m.model = kCfg;
   m.data = {step * 64, step};
   m.optimizer_step = step;
