@@ -102,6 +102,17 @@ TEST_CASE("bad invocations exit with code 2 and say what is wrong", "[cli][integ
   CHECK(bad_rank.exit_code == 2);
   CHECK_THAT(bad_rank.err, Catch::Contains("--node-rank"));
 
+  // A human message, not CLI11's "Value 0 not in range 0.000000 to 1797...".
+  for (const char* cmd : {"train", "validate"}) {
+    ProcResult zero_nodes = run_trainctl({cmd, job.string(), "--nnodes", "0"}, dir.path());
+    CHECK(zero_nodes.exit_code == 2);
+    CHECK_THAT(zero_nodes.err, Catch::Contains("--nnodes: must be at least 1; got 0"));
+    CHECK_THAT(zero_nodes.err, !Catch::Contains("not in range"));
+  }
+  ProcResult negative_rank = run_trainctl({"train", job.string(), "--node-rank", "-1"}, dir.path());
+  CHECK(negative_rank.exit_code == 2);
+  CHECK_THAT(negative_rank.err, Catch::Contains("--node-rank: must be at least 0; got -1"));
+
   ProcResult worker = run_trainctl({"worker"}, dir.path());
   CHECK(worker.exit_code == 2);
   CHECK_THAT(worker.err, Catch::Contains("TRAINCTL_RANK"));
