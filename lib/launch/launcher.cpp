@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <thread>
 
@@ -109,6 +110,7 @@ class Launcher {
   std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
   std::optional<std::string> abort_reason(int attempt);
   int preempted_before_start(int sig);
+  void restore_previous_config();
 
   const config::JobSpec& spec_;
   const LaunchOptions& opt_;
@@ -124,7 +126,33 @@ class Launcher {
   std::shared_ptr<TcpStoreClient> store_;
   std::vector<WorkerProcess> workers_;
   std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
+  // config.resolved.yaml as it was before this job (empty: there was none), put back when
+  // the workers refuse the job as bad input: a refused job leaves the run as it found it.
+  std::optional<std::string> previous_config_;
+  bool killed_early_ = false;  // a second stop signal killed the workers mid-stop
 };
+
+// What a stopped run leaves to resume from: the checkpoint checkpoints/latest names (read
+// as text: the launcher knows no checkpoint format).
+std::string saved_state(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "checkpoints" / "latest");
+  std::string name;
+  if (!(in >> name) || name.empty()) {
+    return "no checkpoint has been saved: the next run starts from step 0";
+  }
+  return "the newest saved checkpoint is " + (run_dir / "checkpoints" / name).string() +
+         " (--resume auto continues from it)";
+}
+
+// A hint when the file system holding `dir` has (next to) no space left: a worker that
+// failed then often could not even write its log.
+std::string full_disk_hint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir, ec);
+  if (ec || space.available >= (1u << 20)) return "";
+  return "the file system holding " + dir.string() + " has " + std::to_string(space.available) +
+         " bytes free: free space there, then resume (--resume auto)";
+}
 
 void Launcher::prepare_run_dir() {
   // Node 0 speaks for the job: the lock comes before anything is written into run_dir, so
@@ -132,7 +160,20 @@ void Launcher::prepare_run_dir() {
   // nodes share node 0's run_dir or have their own; theirs need no lock of their own.)
   if (node_ == 0) run_dir_lock_.emplace(spec_.run_dir, spec_.name, spec_.spec_path);
   fs::create_directories(spec_.run_dir / "logs");
+  if (node_ == 0 && fs::is_regular_file(spec_.run_dir / "config.resolved.yaml")) {
+    std::ifstream in(spec_.run_dir / "config.resolved.yaml");
+    previous_config_ = std::string(std::istreambuf_iterator<char>(in), {});
+  }
   write_file_atomically(spec_.run_dir / "config.resolved.yaml", config::to_yaml(spec_), node_);
+}
+
+void Launcher::restore_previous_config() {
+  if (!previous_config_) return;
+  try {
+    write_file_atomically(spec_.run_dir / "config.resolved.yaml", *previous_config_, node_);
+  } catch (const std::exception& e) {
+    spdlog::warn("could not put back the previous config.resolved.yaml: {}", e.what());
+  }
 }
 
 int Launcher::preempted_before_start(int sig) {
@@ -271,9 +312,13 @@ void Launcher::stop_workers(milliseconds grace) {
     for (auto& w : workers_) running = !w.poll() || running;
     return running;
   };
+  bool hurried = false;
   while (any_running() && Clock::now() < deadline) {
     if (int sig = signals_.wait(milliseconds(50))) {
-      spdlog::warn("received {} again: killing the workers now", signal_name(sig));
+      spdlog::warn("received {} again: killing the workers now (no waiting for a checkpoint)",
+                   signal_name(sig));
+      hurried = true;
+      killed_early_ = true;
       break;
     }
   }
@@ -284,7 +329,9 @@ void Launcher::stop_workers(milliseconds grace) {
       killed = true;
     }
   }
-  if (killed) spdlog::warn("workers still running after {}: sent SIGKILL", seconds_text(grace));
+  if (killed && !hurried) {
+    spdlog::warn("workers still running after {}: sent SIGKILL", seconds_text(grace));
+  }
   while (any_running()) std::this_thread::sleep_for(milliseconds(10));
 }
 
@@ -329,6 +376,9 @@ void Launcher::report_failure(const AttemptResult& r) {
   std::string text =
       "last " + std::to_string(tail.size()) + " lines of " + r.culprit->log_path().string() + ":\n";
   for (const auto& line : tail) text += "  | " + line + "\n";
+  if (const std::string hint = full_disk_hint(spec_.run_dir); !hint.empty()) {
+    text += "note: " + hint + "\n";
+  }
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -495,7 +545,11 @@ int Launcher::run() {
       case Ending::success:
         break;  // unreachable: wait_for_other_nodes changed the result
       case Ending::preempted:
-        spdlog::warn("stopped ({}): exit code {} (preempted)", r.reason, int{kExitPreempted});
+        spdlog::warn("stopped ({}): exit code {} (preempted){}", r.reason, int{kExitPreempted},
+                     killed_early_ ? "; the workers were killed before they finished stopping, "
+                                     "so no stop checkpoint was written"
+                                   : "");
+        if (node_ == 0) spdlog::warn("{}", saved_state(spec_.run_dir));
         return kExitPreempted;
       case Ending::store_lost:
         spdlog::error("node 0's launcher is gone; the job cannot continue on this node");
@@ -513,7 +567,10 @@ int Launcher::run() {
           std::this_thread::sleep_for(kAbortPoll * 2);
         }
         if (r.culprit_exit_code == kExitRendezvous) return kExitRendezvous;
-        if (r.culprit_exit_code == kExitBadInput) return kExitBadInput;
+        if (r.culprit_exit_code == kExitBadInput) {
+          restore_previous_config();
+          return kExitBadInput;
+        }
         return kExitWorkerFailed;
     }
   }
