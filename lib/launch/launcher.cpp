@@ -19,6 +19,7 @@
 #include "launch/run_dir_lock.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
+#include "launch/watchdog.h"
 #include "launch/worker_process.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -104,7 +105,8 @@ class Launcher {
   void stop_workers(milliseconds grace);
   AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
   bool wait_for_other_nodes(int attempt, AttemptResult& result);
-  void report_failure(const AttemptResult& r);
+  void report_failure(const AttemptResult& r, int attempt);
+  std::optional<std::string> watchdog_report(int attempt, int rank);
   void publish_abort(int attempt, const std::string& reason);
   // The abort reason another node published, waiting up to `limit` for one to appear.
   std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
@@ -369,8 +371,28 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
   return r;
 }
 
-void Launcher::report_failure(const AttemptResult& r) {
-  spdlog::error("{} (pid {})", r.reason, r.culprit->pid());
+// The report the hang watchdog of `rank` left when it fired (launch/watchdog.h), if any.
+std::optional<std::string> Launcher::watchdog_report(int attempt, int rank) {
+  try {
+    const std::string key = attempt_prefix(attempt) + "watchdog/" + watchdog_report_key(rank);
+    if (!store_ || !store_->check({key})) return std::nullopt;
+    return store_->get_string(key, std::chrono::seconds(2));
+  } catch (const RendezvousError&) {
+    return std::nullopt;
+  }
+}
+
+void Launcher::report_failure(const AttemptResult& r, int attempt) {
+  // A rank whose watchdog fired did not fail: it gave up waiting for the ranks its report
+  // names. Lead with that report rather than "rank R failed".
+  if (auto report = watchdog_report(attempt, r.culprit->rank())) {
+    spdlog::error("rank {} on node {} stopped the job after runtime.comm_timeout_s: {}",
+                  r.culprit->rank(), node_, *report);
+    spdlog::error("(rank {}, pid {}, then exited: {})", r.culprit->rank(), r.culprit->pid(),
+                  r.culprit->describe_exit());
+  } else {
+    spdlog::error("{} (pid {})", r.reason, r.culprit->pid());
+  }
   std::vector<std::string> tail =
       tail_lines(r.culprit->log_path(), kLogTailLines, r.culprit->log_start());
   std::string text =
@@ -439,7 +461,7 @@ AttemptResult Launcher::supervise(int attempt) {
           return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
         }
       }
-      if (r.ending == Ending::failed) report_failure(r);
+      if (r.ending == Ending::failed) report_failure(r, attempt);
       publish_abort(attempt, r.reason);
       if (r.ending == Ending::preempted) {
         spdlog::warn("{}: stopping the other workers", r.reason);
