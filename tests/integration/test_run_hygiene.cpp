@@ -161,3 +161,52 @@ TEST_CASE("a second stop signal kills the workers and says what was saved",
   CHECK_THAT(r.err, Catch::Contains("no checkpoint has been saved"));
   CHECK(eventually([&] { return processes_mentioning(run.string()).empty(); }, 5s));
 }
+
+TEST_CASE("a data file refused before launch leaves an existing run untouched",
+          "[resume][integration]") {
+  TempDir dir("hygiene-data");
+  const fs::path run = dir / "run";
+  REQUIRE(train(dir.path(), run).exit_code == 0);
+  const std::string config = read_text(run / "config.resolved.yaml");
+  const std::string log = read_text(run / "logs" / "rank0.log");
+  write_text(dir / "odd.bin", "abc");  // raw uint16 tokens: an odd size is refused
+  const ProcResult r =
+      train(dir.path(), run,
+            {"--set", "data.type=tokens", "--set", "data.path=" + (dir / "odd.bin").string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("odd.bin"));
+  CHECK(read_text(run / "config.resolved.yaml") == config);
+  CHECK(read_text(run / "logs" / "rank0.log") == log);
+}
+
+TEST_CASE("ckpt verify exits 2 for a damaged shard and for unparseable metadata alike",
+          "[ckpt][integration]") {
+  TempDir dir("hygiene-verify");
+  const fs::path run = dir / "run";
+  REQUIRE(train(dir.path(), run).exit_code == 0);
+  const fs::path step4 = run / "checkpoints" / "step_00000004";
+  const fs::path step8 = run / "checkpoints" / "step_00000008";
+  {  // a flipped byte in the middle of step 8's shard
+    std::fstream f(step8 / "rank_00000.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(fs::file_size(step8 / "rank_00000.safetensors") / 2));
+    const char c = static_cast<char>(f.peek());
+    f.seekp(f.tellg());
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  write_text(step4 / "metadata.json", "{not json");
+  for (const fs::path& target : {step8, step4, run}) {
+    const ProcResult r = run_trainctl({"ckpt", "verify", target.string()}, dir.path());
+    INFO(target << "\n" << r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.out, Catch::Contains("DAMAGED"));
+  }
+  // Every checkpoint damaged: --resume auto refuses (exit 2) naming them, trains nothing.
+  const ProcResult resumed = train(dir.path(), run);
+  INFO(resumed.out << resumed.err);
+  CHECK(resumed.exit_code == 2);
+  CHECK_THAT(resumed.out + resumed.err, Catch::Contains("step_00000004") &&
+                                            Catch::Contains("step_00000008") &&
+                                            Catch::Contains("all 2 are damaged"));
+}
