@@ -23,6 +23,7 @@
 #include "launch/worker_process.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
+#include "util/storage_error.h"
 
 namespace trainctl::launch {
 namespace {
@@ -54,9 +55,12 @@ void write_file_atomically(const fs::path& file, const std::string& text, int no
   fs::path tmp = file;
   tmp += ".tmp." + std::to_string(node_rank) + "." + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::trunc);
     out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+    // A full, over-quota or read-only file system is the user's to fix (exit 2, with the
+    // reason); the stream leaves the failed write's errno behind.
+    if (!out.flush()) throw_write_error(errno != 0 ? errno : EIO, "cannot write", tmp);
   }
   fs::rename(tmp, file);
 }
