@@ -357,6 +357,12 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
       break;
     }
   }
+  // Next, a worker that refused its input or environment (exit 2: a checkpoint of another
+  // model, a full disk): its peers' failures at the same instant are echoes of it, and the
+  // job must end with 2, not be restarted into the same wall.
+  for (const auto* w : ended) {
+    if (culprit == nullptr && w->exit_code() == kExitBadInput) culprit = w;
+  }
   for (const auto* w : ended) {
     if (culprit == nullptr && !stopped_from_outside(*w)) culprit = w;
   }

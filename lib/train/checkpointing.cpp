@@ -293,8 +293,9 @@ int64_t Checkpointer::load(const std::string& resume) {
   // The sampler draws from (seed, step, ...): another seed means another data stream from
   // here on, which a user who edited the spec should hear about (parameters and optimizer
   // state still come from the checkpoint).
-  if (world.rank() == 0 && say_ && meta.rng.is_object() && meta.rng.contains("seed") &&
-      meta.rng["seed"].is_number_unsigned() && meta.rng["seed"].get<uint64_t>() != e_.spec.seed) {
+  if (world.rank() == 0 && say_ && step < e_.spec.training.steps && meta.rng.is_object() &&
+      meta.rng.contains("seed") && meta.rng["seed"].is_number_unsigned() &&
+      meta.rng["seed"].get<uint64_t>() != e_.spec.seed) {
     say_("seed changed from " + std::to_string(meta.rng["seed"].get<uint64_t>()) + " to " +
          std::to_string(e_.spec.seed) + ": from step " + std::to_string(step + 1) +
          " the data is drawn with the new seed (weights and optimizer state come from the "
