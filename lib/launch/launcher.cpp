@@ -132,7 +132,7 @@ class Launcher {
   std::shared_ptr<TcpStoreClient> store_;
   std::vector<WorkerProcess> workers_;
   std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
-  // config.resolved.yaml as it was before this job (empty: there was none), put back when
+  // config.resolved.yaml as it was before this job (nullopt: there was none), put back when
   // the workers refuse the job as bad input: a refused job leaves the run as it found it.
   std::optional<std::string> previous_config_;
   bool killed_early_ = false;  // a second stop signal killed the workers mid-stop

@@ -1,10 +1,12 @@
 #include "train/jsonl_file.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -115,7 +117,10 @@ void JsonLinesFile::append(const std::string& json) {
   } catch (...) {
     // A write cut short (the disk filled in the middle of the line) must not leave half a
     // line for the next one to continue: cut back to where this line began.
-    if (regular) (void)::ftruncate(fd_, st.st_size);
+    if (regular && ::ftruncate(fd_, st.st_size) != 0) {
+      spdlog::warn("cannot cut the unfinished line off {}: {}", path_.string(),
+                   std::strerror(errno));
+    }
     throw;
   }
 }
