@@ -174,3 +174,37 @@ TEST_CASE("the CPU kernel path: --version names it, workers run the forced one, 
                                         "CPU supports: generic"));
   }
 }
+
+TEST_CASE("inspect step refuses an --out it cannot write with exit 2 and the reason",
+          "[cli][integration]") {
+  TempDir dir("inspect-out");
+  const fs::path job = dir / "inspect.yaml";
+  write_text(job,
+             "name: inspect\nmodel: {vocab_size: 64, seq_len: 8, n_layer: 1, n_head: 2, "
+             "d_model: 16}\ntraining: {steps: 1, micro_batch_size: 1}\n");
+  const fs::path file = dir / "passwd";  // a file that is not a directory, like /etc/passwd
+  write_text(file, "root:x:0:0\n");
+  for (const auto& [out, why] : std::vector<std::pair<fs::path, std::string>>{
+           {file, "exists and is not a directory"},
+           {file / "sub", "cannot create it: Not a directory"},
+       }) {
+    const ProcResult r =
+        run_trainctl({"inspect", "step", job.string(), "--out", out.string()}, dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("error: --out " + out.string() + ": " + why));
+  }
+  CHECK(read_text(file) == "root:x:0:0\n");
+  // An output file that is a directory is refused before any work, too.
+  fs::create_directories(dir / "out" / "step.json");
+  const ProcResult taken =
+      run_trainctl({"inspect", "step", job.string(), "--out", (dir / "out").string()}, dir.path());
+  CHECK(taken.exit_code == 2);
+  CHECK_THAT(taken.err, Catch::Contains("step.json: exists and is not a regular file"));
+  // And a writable one works.
+  const ProcResult ok =
+      run_trainctl({"inspect", "step", job.string(), "--out", (dir / "fine").string()}, dir.path());
+  INFO(ok.out << ok.err);
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::exists(dir / "fine" / "step.json"));
+}
