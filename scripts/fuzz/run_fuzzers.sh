@@ -18,5 +18,10 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_
 cmake --build "$build_dir" -j "$(nproc)" --target fuzz_seeds fuzz_spec fuzz_token_file fuzz_safetensors fuzz_metadata
 cd "$build_dir"
 TRAINCTL_FUZZ_SECONDS=$seconds ctest -L fuzz -j "$(nproc)" --output-on-failure --timeout $((seconds + 300))
-echo "fuzzing done: $seconds s per target, no crash. Corpus sizes:"
-for d in tests/fuzz/corpus/*/; do echo "  $(basename "$d"): $(find "$d" -type f | wc -l) inputs"; done
+echo "fuzzing done: $seconds s per target, no failure."
+for t in spec token_file safetensors metadata; do
+  log=tests/fuzz/logs/fuzz_$t.log
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  echo "  fuzz_$t: $runs inputs ($rate/s); corpus $(find "tests/fuzz/corpus/$t" -type f | wc -l) inputs"
+done

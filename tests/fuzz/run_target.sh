@@ -14,6 +14,18 @@ flags=()
 for arg in "$@"; do
   if [[ $arg == -* ]]; then flags+=("$arg"); elif [[ -d $arg ]]; then seeds+=("$arg"); fi
 done
-echo "fuzzing $(basename "$fuzzer") for ${seconds}s; corpus $corpus; crashes go to $artifacts/"
-exec "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" "${flags[@]}" "$corpus" "${seeds[@]}"
+# libFuzzer's progress goes to a log beside the artifacts; its final statistics are printed
+# either way (ctest shows them with -V), the log's end too when the run fails.
+logs="$(dirname "$artifacts")/logs"
+mkdir -p "$logs"
+log="$logs/$(basename "$fuzzer").log"
+echo "fuzzing $(basename "$fuzzer") for ${seconds}s; corpus $corpus; crashes go to $artifacts/; log $log"
+rc=0
+"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+  -print_final_stats=1 -artifact_prefix="$artifacts/" "${flags[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1 || rc=$?
+grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' "$log" || true
+if ((rc != 0)); then
+  echo "FAILED (exit $rc); the end of $log:"
+  tail -n 60 "$log"
+fi
+exit "$rc"
