@@ -20,6 +20,7 @@ fs::path job(const fs::path& dir) {
              "name: full\nseed: 5\n"
              "model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 4, d_model: 32}\n"
              "data: {type: synthetic}\n"
+             "parallel: {tp: 2}\n"
              "training: {steps: 8, micro_batch_size: 2, global_batch_size: 8}\n"
              "optimizer: {lr: 1.0e-2, warmup_steps: 2}\n"
              "checkpoint: {every_steps: 4, keep_last: 3, async: true}\n"
@@ -69,7 +70,8 @@ TEST_CASE("metrics.jsonl on a full disk stops the run with exit 2, not a restart
 TEST_CASE("a checkpoint on a full disk keeps the previous one and resumes once there is space",
           "[launch][integration]") {
   TempDir dir("disk-full-ckpt");
-  // Room for the logs and one checkpoint (~350 KiB) but not for a second one.
+  // Room for the logs and one checkpoint (~350 KiB, both tp ranks writing a share) but not
+  // for a second one: whichever rank hits the wall first, the job ends with 2.
   TmpfsMount disk(dir / "disk", "600k");
   if (!disk.mounted) {
     WARN("skipped: mounting a small tmpfs needs root (CAP_SYS_ADMIN)");
