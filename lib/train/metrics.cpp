@@ -46,8 +46,7 @@ void StepTimer::restart_window() {
 
 MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd,
                                  int log_every_steps)
-    : fd_(console_fd), log_every_(log_every_steps) {
-  if (!metrics_path.empty()) file_.open(metrics_path, std::ios::app);
+    : file_(metrics_path), fd_(console_fd), log_every_(log_every_steps) {
   tty_ = fd_ >= 0 && ::isatty(fd_) == 1;
 }
 
@@ -112,8 +111,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.skipped) j["skipped"] = true;
     if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
-    file_ << j.dump() << '\n';
-    file_.flush();
+    file_.append(j.dump());
   }
   write_console((open_line_ ? "\r\033[K" : "") + format(m) + "\n");
   open_line_ = false;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "train/jsonl_file.h"
+
 namespace trainctl::train {
 
 struct StepMetrics {
@@ -75,12 +77,18 @@ class MetricsReporter {
   void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
   void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
   void message(const std::string& line);  // a console line (ends any progress line)
+  // The run continues after `step` completed steps (0: from scratch): drops the lines of
+  // later steps a stopped or crashed run had logged, which are about to be trained again,
+  // so metrics.jsonl shows each step once. Returns how many were dropped.
+  size_t continue_after(int64_t step) { return file_.keep_steps_through(step); }
+  // Bytes of a torn last line (an earlier process died mid-write) cut off at the start.
+  size_t repaired_bytes() const { return file_.repaired_bytes(); }
 
  private:
   void write_console(const std::string& s);
   std::string format(const StepMetrics& m) const;
 
-  std::ofstream file_;
+  JsonLinesFile file_;
   int fd_ = -1;
   int log_every_ = 1;
   bool tty_ = false;

@@ -79,7 +79,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(optimizer:
   lr: 0
 )",
-                "job.yaml:2:7:", "optimizer.lr", {"must be > 0"});
+                "job.yaml:2:7:", "optimizer.lr", {"must be in (0, 10]"});
   require_error(R"(data:
   type: synthetic
   val_fraction: 1.0
@@ -97,7 +97,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(runtime:
   comm_timeout_s: -1
 )",
-                "job.yaml:2:19:", "runtime.comm_timeout_s", {"> 0"});
+                "job.yaml:2:19:", "runtime.comm_timeout_s", {"in (0, 604800]"});
   require_error(R"(runtime:
   max_restarts: 5000
 )",
@@ -109,7 +109,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(optimizer:
   eps: 0
 )",
-                "job.yaml:2:8:", "optimizer.eps", {"> 0"});
+                "job.yaml:2:8:", "optimizer.eps", {"in (0, 1]"});
   require_error(R"(parallel:
   dp: 0
 )",
