@@ -121,14 +121,14 @@ std::string format_memory_plan(const config::JobSpec& spec,
       "checkpointing: " +
       spec.training.activation_checkpointing + "):\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-8s %-6s %10s %10s %10s %12s %10s %10s %10s\n", "ranks",
+  std::snprintf(line, sizeof line, "  %-8s %-6s %10s %10s %10s %15s %10s %10s %10s\n", "ranks",
                 "stage", "params", "grads", "optimizer", "activations", "comm", "workspace",
                 "total");
   out += line;
   for (const MemoryBreakdown& b : plan) {
     const std::string acts =
         mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)";
-    std::snprintf(line, sizeof line, "  %-8s %-6d %10s %10s %10s %12s %10s %10s %10s\n",
+    std::snprintf(line, sizeof line, "  %-8s %-6d %10s %10s %10s %15s %10s %10s %10s\n",
                   ranks_of_stage(spec.parallel, b.stage).c_str(), b.stage,
                   mib(b.parameters).c_str(), mib(b.gradients).c_str(), mib(b.optimizer).c_str(),
                   acts.c_str(), mib(b.communication).c_str(), mib(b.workspace).c_str(),
@@ -196,18 +196,6 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
       consider("training.micro_batch_size: " + std::to_string(s.training.micro_batch_size) +
                    " (more accumulation, same global batch)",
                s);
-    }
-  }
-  {
-    config::JobSpec s = spec;
-    s.training.activation_checkpointing = "full";
-    if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") s.parallel.zero = 2;
-    if (s.training.activation_checkpointing != spec.training.activation_checkpointing ||
-        s.parallel.zero != spec.parallel.zero) {
-      consider(
-          "training.activation_checkpointing: full" +
-              std::string(s.parallel.zero != spec.parallel.zero ? " and parallel.zero: 2" : ""),
-          s);
     }
   }
   std::stable_sort(options.begin(), options.end(), [&](const FitOption& a, const FitOption& b) {

@@ -52,8 +52,9 @@ struct FitOption {
   std::string change;  // e.g. "training.activation_checkpointing: full"
   double peak_bytes = 0;
 };
-// The single changes (recomputation, ZeRO, more pipeline stages, smaller micro-batches)
-// that lower the estimate, the ones that fit `limit_bytes` first, by estimate.
+// The single changes (recomputation, ZeRO, twice the pipeline stages, half the
+// micro-batch) that lower the estimate: those that fit `limit_bytes` first, the gentlest
+// (least saving) of them first; then the others, the biggest saving first.
 std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_bytes);
 
 }  // namespace trainctl::plan

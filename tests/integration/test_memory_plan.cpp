@@ -104,7 +104,8 @@ TEST_CASE("a job over runtime.memory_limit_mb is refused before launch, with wha
                Catch::Contains("per rank but the limit is 14.0 MiB (runtime.memory_limit_mb)"));
     CHECK_THAT(r.err, Catch::Contains("activations"));
     CHECK_THAT(r.err, Catch::Contains("* training.activation_checkpointing: full ->"));
-    CHECK_THAT(r.err, Catch::Contains("parallel.zero: 2 ->"));
+    CHECK_THAT(r.err, Catch::Contains("* training.micro_batch_size: 2"));
+    CHECK_THAT(r.err, Catch::Contains("parallel.pp: 2 (4 workers) ->"));
   }
   CHECK_FALSE(fs::exists(dir.path() / "runs" / "too-big"));
   // The suggested change fits: validate accepts it and prints the plan.
