@@ -107,19 +107,39 @@ void Gpt::allocate_activations(int slots) {
   const size_t C = static_cast<size_t>(config_.d_model);
   const size_t Ca = static_cast<size_t>(C_attn_), Cm = static_cast<size_t>(C_mlp_);
   const size_t lse_n = static_cast<size_t>(B_) * NH_local_ * T_;
+  // Backward and head scratch, shared by chunks and slots.
+  dres_ = act(N * C);
+  dC_ = act(N * C);
+  dC2_ = act(N * C);
+  dqkv_ = act(N * 3 * Ca);
+  d4C_a_ = act(N * Cm);
+  d4C_b_ = act(N * Cm);
+  scratchC_ = act(N * C);
+  if (shard_.head && shard_.tp_size > 1) {
+    logits_ = act(N * static_cast<size_t>(V_local_));
+    row_max_ = act(N);
+    xent_stats_ = act(2 * N);
+  }
   const bool full = recompute_ == Recompute::full;
-  // What recomputation drops: one set for the whole model, refilled block by block.
+  // What recomputation drops: one set for the whole model, refilled block by block. Three
+  // of them live in backward scratch that is idle whenever they are alive (block_backward
+  // reads them before it first writes that scratch; forward never touches it): the GELU
+  // output in d4C_b_ (overwritten only by gelu_backward, after its last read), ln_2's
+  // output in dC2_ (overwritten only by ln_2's layernorm_backward, after the c_fc weight
+  // gradient read it), and for selective ln_1's output in scratchC_ (forward overwrites it
+  // with the attention projection only after c_attn read it; backward never uses
+  // scratchC_; full recomputation runs that projection again, so not for full).
   BlockActs shared{};
   if (recompute_ != Recompute::none) {
-    shared.ln1 = act(N * C);
+    shared.ln1 = full ? act(N * C) : scratchC_;
     shared.ln1_mean = act(N);
     shared.ln1_rstd = act(N);
     shared.att = act(N * Ca);
     shared.lse = act(lse_n);
-    shared.ln2 = act(N * C);
+    shared.ln2 = dC2_;
     shared.ln2_mean = act(N);
     shared.ln2_rstd = act(N);
-    shared.gelu = act(N * Cm);
+    shared.gelu = d4C_b_;
     if (full) {
       shared.qkv = act(N * 3 * Ca);
       shared.res1 = act(N * C);
@@ -163,18 +183,6 @@ void Gpt::allocate_activations(int slots) {
     }
     acts_.push_back(std::move(per_slot));
   }
-  dres_ = act(N * C);
-  dC_ = act(N * C);
-  dC2_ = act(N * C);
-  dqkv_ = act(N * 3 * Ca);
-  d4C_a_ = act(N * Cm);
-  d4C_b_ = act(N * Cm);
-  scratchC_ = act(N * C);
-  if (shard_.head && shard_.tp_size > 1) {
-    logits_ = act(N * static_cast<size_t>(V_local_));
-    row_max_ = act(N);
-    xent_stats_ = act(2 * N);
-  }
 }
 
 // Mirrors allocate_activations and declare_params buffer by buffer.
@@ -199,11 +207,12 @@ GptMemoryFloats gpt_memory_floats(const GptConfig& config, const GptOptions& opt
       break;
     case Recompute::selective:
       per_block = output + dropped_by_full;
-      m.recompute = dropped_by_selective;
+      // ln_1, ln_2 and GELU outputs live in backward scratch (allocate_activations).
+      m.recompute = dropped_by_selective - 2 * N * C - N * Cm;
       break;
     case Recompute::full:
       per_block = output;
-      m.recompute = dropped_by_selective + dropped_by_full;
+      m.recompute = dropped_by_selective + dropped_by_full - N * C - N * Cm;  // ln_2, GELU
       break;
   }
   const int64_t head = 2 * N * C + 3 * N;  // ln_f output and statistics, losses, d(ln_f)
