@@ -75,7 +75,7 @@ TEST_CASE("recomputation gives the gradients of the full forward, bit for bit", 
   }
 }
 
-TEST_CASE("gpt_memory_floats is what the model allocates; recomputation keeps less",
+TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keeps less",
           "[model][memory]") {
   const model::GptConfig c = small();
   struct Case {
