@@ -159,6 +159,9 @@ int run(int argc, char** argv) {
                        "Micro-batches per step (default: the spec's gradient accumulation "
                        "steps, global_batch_size / (micro_batch_size × dp))")
           ->check(at_least(1));
+  bool plan_json = false;
+  plan->add_flag("--json", plan_json,
+                 "Print the plan as one JSON object (memory_mb: each rank's estimate by part)");
   plan->footer(
       "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
       "  trainctl plan job.yaml --set parallel.schedule=interleaved "
@@ -168,7 +171,9 @@ int run(int argc, char** argv) {
       "parallel.schedule (gpipe | 1f1b | interleaved) with forward = 1 and backward = 2 time\n"
       "units per stage and free communication: the bubble (idle share of the stages' time)\n"
       "next to its closed form, the peak activations each stage holds, and one timeline line\n"
-      "per stage. Exit code 2 when the spec is invalid.");
+      "per stage, and each rank's memory: parameters, gradients, optimizer state,\n"
+      "activations (the micro-batches its schedule keeps in flight, after recomputation),\n"
+      "communication buffers, workspace and total. Exit code 2 when the spec is invalid.");
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
@@ -312,7 +317,7 @@ int run(int argc, char** argv) {
   if (plan->parsed()) {
     std::optional<int> micro_batches;
     if (plan_micro_batches_opt->count()) micro_batches = plan_micro_batches;
-    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches);
+    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches, plan_json);
   }
   if (inspect_step->parsed()) {
     std::optional<std::filesystem::path> from;

@@ -81,16 +81,22 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
       "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved"},
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
   r.read("virtual_stages", parallel.virtual_stages, {1, 64});
-  r.read_choice("zero", parallel.zero, {0, 1, 2});
+  r.read_choice("zero", parallel.zero, {0, 1, 2, 3});
+  if (parallel.zero == 3) {
+    r.fail_at("zero",
+              "ZeRO-3 (parameters sharded over dp) is not implemented yet; use zero: 2 "
+              "(gradients and optimizer state sharded) and training.activation_checkpointing: "
+              "selective or full to save memory (`trainctl plan` shows the estimate)");
+  }
   r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
                 {{"bfloat16", "bf16"}, {"float32", "fp32"}});
   r.read("bucket_mb", parallel.bucket_mb, {0, true, 1024, false});
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {
-  const MapReader r =
-      top.section("training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip",
-                               "eval_every", "eval_batches", "threads"});
+  const MapReader r = top.section(
+      "training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip", "eval_every",
+                   "eval_batches", "threads", "activation_checkpointing"});
   r.read("steps", training.steps, {1});
   r.read("micro_batch_size", training.micro_batch_size, {1, 1 << 20});
   // Without an explicit global batch there is no accumulation: one micro-batch per DP rank.
@@ -103,6 +109,9 @@ void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingS
   r.read("eval_every", training.eval_every, {0});
   r.read("eval_batches", training.eval_batches, {0});
   r.read("threads", training.threads, {1, 1024});
+  r.read_choice("activation_checkpointing", training.activation_checkpointing,
+                {"none", "selective", "full"},
+                {{"off", "none"}, {"false", "none"}, {"true", "full"}, {"on", "full"}});
 }
 
 void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
@@ -153,14 +162,19 @@ void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
 }
 
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
-  const MapReader r =
-      top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo"});
+  const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest",
+                                              "allreduce_algo", "memory_limit_mb"});
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
   r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true, kMaxCommTimeoutS, false});
   r.read("comm_selftest", runtime.comm_selftest);
   r.read_choice("allreduce_algo", runtime.allreduce_algo,
                 {"auto", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling", "shm"},
                 {{"automatic", "auto"}});
+  if (r.has("memory_limit_mb")) {
+    double limit = 0;
+    r.read("memory_limit_mb", limit, {0, true});
+    runtime.memory_limit_mb = limit;
+  }
 }
 
 }  // namespace

@@ -109,6 +109,10 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["optimizer_state_mb"] = m.optimizer_state_mb;
     if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
     if (m.skipped) j["skipped"] = true;
+    j["mem_peak_mb"] = m.mem_peak_mb;
+    if (m.mem_peak_mb_max) j["mem_peak_mb_max"] = *m.mem_peak_mb_max;
+    if (!m.mem_peak_mb_ranks.empty()) j["mem_peak_mb_ranks"] = m.mem_peak_mb_ranks;
+    if (m.mem_rss_peak_mb) j["mem_rss_peak_mb"] = *m.mem_rss_peak_mb;
     if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
     file_.append(j.dump());

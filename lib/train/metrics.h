@@ -39,7 +39,18 @@ struct StepMetrics {
   // (the update was skipped and the scale halved).
   std::optional<double> loss_scale;
   bool skipped = false;
-  // device: cuda: the peak of rank 0's caching allocator so far, in MiB.
+  // Memory, in MiB. mem_peak_mb: the peak of this rank's tensor allocator so far (every
+  // buffer from Backend::alloc: weights, gradients, optimizer state, activations,
+  // communication staging; on CUDA the caching allocator's peak), the quantity `trainctl
+  // plan` estimates. On logged steps, mem_peak_mb_ranks: every world rank's (index = rank)
+  // and mem_peak_mb_max their maximum. mem_rss_peak_mb: this process's peak resident set
+  // (VmHWM: also code, libraries, heap outside the allocator, communication library buffers).
+  double mem_peak_mb = 0.0;
+  std::optional<double> mem_peak_mb_max;
+  std::vector<double> mem_peak_mb_ranks;
+  std::optional<double> mem_rss_peak_mb;
+  // device: cuda: the peak of rank 0's caching allocator so far, in MiB (= mem_peak_mb;
+  // kept under its earlier name).
   std::optional<double> device_mem_peak_mb;
   double elapsed_s = 0.0;
 };

@@ -138,9 +138,14 @@ device: gpu
 )",
                 "job.yaml:2:13:", "parallel.schedule", {"gpipe | 1f1b", "`1f1b`"});
   require_error(R"(parallel:
+  zero: 4
+)",
+                "job.yaml:2:9:", "parallel.zero", {"0 | 1 | 2 | 3"});
+  // ZeRO-3 is a known stage this build refuses, with the reason and what to use instead.
+  require_error(R"(parallel:
   zero: 3
 )",
-                "job.yaml:2:9:", "parallel.zero", {"0 | 1 | 2"});
+                "job.yaml:2:9:", "parallel.zero", {"not implemented yet", "zero: 2"});
   require_error(R"(precision:
   compute: bfloat16
 )",
