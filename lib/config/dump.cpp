@@ -81,7 +81,8 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  every_minutes: " << format_real(c.every_minutes) << "\n  keep_last: " << c.keep_last
     << "\n  async: " << boolean(c.async) << "\n";
 
-  y << "logging:\n  every_steps: " << s.logging.every_steps << "\n";
+  y << "logging:\n  every_steps: " << s.logging.every_steps
+    << "\n  tensorboard: " << boolean(s.logging.tensorboard) << "\n";
 
   const RuntimeSpec& r = s.runtime;
   y << "runtime:\n  max_restarts: " << r.max_restarts

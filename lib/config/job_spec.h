@@ -95,6 +95,9 @@ struct CheckpointSpec {
 
 struct LoggingSpec {
   int every_steps = 10;
+  // Global rank 0 also writes every logged step's metrics as TensorBoard scalars, and the
+  // resolved spec as text, to run_dir/tb/ (observe/tensorboard_writer.h).
+  bool tensorboard = true;
 
   bool operator==(const LoggingSpec&) const = default;
 };

@@ -169,7 +169,9 @@ JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
   read_optimizer(top, spec.optimizer);
   read_precision(top, spec.precision);
   read_checkpoint(top, spec.checkpoint);
-  top.section("logging", {"every_steps"}).read("every_steps", spec.logging.every_steps, {1});
+  const MapReader logging = top.section("logging", {"every_steps", "tensorboard"});
+  logging.read("every_steps", spec.logging.every_steps, {1});
+  logging.read("tensorboard", spec.logging.tensorboard);
   read_runtime(top, spec.runtime);
   return spec;
 }

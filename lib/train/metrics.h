@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -75,12 +77,15 @@ class MetricsReporter {
   void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
   void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
   void message(const std::string& line);  // a console line (ends any progress line)
+  // Also hands every line written to metrics.jsonl to `sink` (e.g. TensorBoard).
+  void add_sink(std::function<void(const nlohmann::ordered_json&)> sink);
 
  private:
   void write_console(const std::string& s);
   std::string format(const StepMetrics& m) const;
 
   std::ofstream file_;
+  std::vector<std::function<void(const nlohmann::ordered_json&)>> sinks_;
   int fd_ = -1;
   int log_every_ = 1;
   bool tty_ = false;

@@ -5,10 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
 
 #include "comm/progress.h"
+#include "config/load.h"
 #include "data/prefetcher.h"
 #include "device/make_backend.h"
+#include "observe/metric_scalars.h"
+#include "observe/tensorboard_writer.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
@@ -62,6 +67,39 @@ MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGr
                          reporting ? ctx.console_fd : -1, spec.logging.every_steps);
 }
 
+// logging.tensorboard on global rank 0: a new event file for this launch, starting at the
+// first step it logs (`start` + 1), with the resolved spec as text and every metrics.jsonl
+// line as scalars. A TensorBoard file that cannot be written costs a warning, not the run.
+std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const config::JobSpec& spec,
+                                                              const comm::ProcessGroups& groups,
+                                                              const TrainContext& ctx,
+                                                              MetricsReporter& reporter,
+                                                              int64_t start) {
+  if (groups.rank != 0 || !spec.logging.tensorboard) return nullptr;
+  std::shared_ptr<observe::TensorBoardWriter> tb;
+  try {
+    tb = std::make_shared<observe::TensorBoardWriter>(ctx.run_dir / "tb", start + 1);
+    // Indented four spaces: a code block in the text plugin's markdown.
+    std::string yaml = "    " + config::to_yaml(spec);
+    for (size_t i = yaml.find('\n'); i != std::string::npos && i + 1 < yaml.size();
+         i = yaml.find('\n', i + 1)) {
+      yaml.insert(i + 1, "    ");
+    }
+    tb->add_text(start, "config", yaml);
+  } catch (const std::exception& ex) {
+    spdlog::warn("TensorBoard disabled: {}", ex.what());
+    return nullptr;
+  }
+  reporter.add_sink([tb](const nlohmann::ordered_json& line) {
+    try {
+      tb->add_scalars(line.at("step").get<int64_t>(), observe::metric_scalars(line));
+    } catch (const std::exception& ex) {
+      spdlog::warn("TensorBoard: {}", ex.what());
+    }
+  });
+  return tb;
+}
+
 // The checkpointer's messages: on rank 0's console and in this rank's log.
 std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
   return [&reporter](const std::string& line) {
@@ -94,7 +132,7 @@ void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, S
 // After the last step (and its checkpoint): the model exported, the summary line, and all
 // ranks leaving together.
 void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
-                TrainResult& result) {
+                bool tensorboard, TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
   const auto model_path = ctx.run_dir / "model.safetensors";
   export_model(e.gpt, e.spec, e.groups, model_path);
@@ -109,6 +147,10 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
                     model_path.string());
     reporter.message(line);
     spdlog::info("{}", line);
+    // Where to look next (docs/commands.md).
+    const std::string run = ctx.run_dir.string();
+    if (tensorboard) reporter.message("  tensorboard --logdir " + run + "/tb");
+    reporter.message("  trainctl report " + run + " --out " + run + "/report.html");
   }
   // Leave together: a rank that exits while a peer is still inside the last collective
   // closes the connection under it, and the peer fails (seen with halving-doubling).
@@ -126,6 +168,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
   const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
   if (start >= steps) announce_nothing_to_train(reporter, start, steps);
+  const auto tensorboard = start_tensorboard(spec, groups, ctx, reporter, start);
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;
@@ -151,7 +194,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     ckpt.maybe_save(step + 1, last, out.checkpoint);
   }
   ckpt.save_final(result.steps);
-  finish_run(e, reporter, ctx, timer.elapsed_s(), result);
+  finish_run(e, reporter, ctx, timer.elapsed_s(), tensorboard != nullptr, result);
   return result;
 }
 

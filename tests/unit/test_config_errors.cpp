@@ -94,6 +94,10 @@ TEST_CASE("config: out-of-range values", "[config]") {
 )",
                 "job.yaml:2:14:", "checkpoint.keep_last", {"between 1 and"});
   require_error(R"(logging: {every_steps: 0})", "job.yaml:1:24:", "logging.every_steps", {">= 1"});
+  require_error(R"(logging:
+  tensorboard: yes please
+)",
+                "job.yaml:2:16:", "logging.tensorboard", {"expected true or false"});
   require_error(R"(runtime:
   comm_timeout_s: -1
 )",

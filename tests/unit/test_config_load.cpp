@@ -47,7 +47,7 @@ optimizer: {type: adamw, lr: 3.0e-3, betas: [0.9, 0.99], eps: 1e-6, weight_decay
             warmup_steps: 20, decay: linear, min_lr: 3.0e-4}
 precision: {compute: bf16}
 checkpoint: {every_steps: 100, keep_last: 5, async: false}
-logging:  {every_steps: 5}
+logging:  {every_steps: 5, tensorboard: false}
 runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
 )",
                                    "job.yaml", dir.path());
@@ -71,6 +71,7 @@ runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
   CHECK(s.checkpoint.keep_last == 5);
   CHECK_FALSE(s.checkpoint.async);
   CHECK(s.logging.every_steps == 5);
+  CHECK_FALSE(s.logging.tensorboard);
   CHECK(s.runtime.comm_timeout_s == 60.5);
   CHECK_FALSE(s.runtime.comm_selftest);
 }
