@@ -8,6 +8,7 @@
 #include "ckpt_commands.h"
 #include "comm/gloo/gloo_options.h"
 #include "commands.h"
+#include "report_command.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
@@ -271,6 +272,32 @@ int run(int argc, char** argv) {
       "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
       "--out model.safetensors");
 
+  CLI::App* report = app.add_subcommand(
+      "report", "One HTML page of a run's curves, throughput, step time, rank map and timeline");
+  trainctl::app::ReportArgs report_args;
+  report->add_option("run_dir", report_args.runs, "Run directories (several: curves overlaid)")
+      ->required();
+  report->add_option("--out", report_args.out, "The HTML file to write")->required();
+  report->add_option("--x", report_args.x, "x axis of the curves: step or tokens (seen so far)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"step", "tokens"}));
+  report->add_option("--png", report_args.png,
+                     "Also write a picture of the page (needs a headless chromium)");
+  report
+      ->add_option("--peak-tflops", report_args.peak_tflops,
+                   "Each worker's peak TFLOP/s: adds MFU (model FLOP/s / (workers x peak))")
+      ->check(CLI::PositiveNumber);
+  report->footer(
+      "Example:\n  trainctl report runs/quickstart --out report.html\n"
+      "  trainctl report runs/a runs/b --out compare.html --x tokens --png compare.png\n\n"
+      "One self-contained HTML file (inline SVG, no scripts, works offline): loss and\n"
+      "validation loss (runs overlaid), tokens/s, model FLOP/s (and MFU with --peak-tflops),\n"
+      "the step-time breakdown (compute, exposed communication, pipeline bubble, DP wait),\n"
+      "memory and the fp16 loss scale when logged, the rank map, and a Gantt chart of every\n"
+      "rank when the run was profiled (trace.json, `train --profile A:B`). Reads a running\n"
+      "job too: an unfinished last line of metrics.jsonl is skipped. Exit code 2 when a\n"
+      "directory is not a run or has no metrics yet, or --png finds no chromium.");
+
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
 
@@ -309,6 +336,7 @@ int run(int argc, char** argv) {
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
   if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  if (report->parsed()) return trainctl::app::cmd_report(report_args);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     return trainctl::app::cmd_bench_comm(bench_args);
