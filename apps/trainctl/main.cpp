@@ -106,10 +106,23 @@ int run(int argc, char** argv) {
                    "run_dir/checkpoints, else from scratch), none (from scratch), or a "
                    "checkpoint directory (any dp/tp/pp layout)")
       ->default_val("auto");
+  std::string profile;
+  train
+      ->add_option("--profile", profile,
+                   "Record a timeline of steps A..B on every rank (as logging.profile_steps: "
+                   "[A, B]), merged into run_dir/trace.json for Perfetto UI / chrome://tracing")
+      ->check([](const std::string& v) {
+        const size_t colon = v.find(':');
+        const bool digits = colon != std::string::npos && colon > 0 && colon + 1 < v.size() &&
+                            v.find_first_not_of("0123456789") == colon &&
+                            v.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+        return digits ? std::string() : "expected A:B, two step numbers (e.g. 3:4); got " + v;
+      });
   train_cluster.add_to(train, true);
   train->footer(
       std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
                   "  trainctl train job.yaml --resume runs/job/checkpoints/step_00000100\n"
+                  "  trainctl train job.yaml --profile 3:4   # timeline -> run_dir/trace.json\n"
                   "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
       kClusterHelp + "\n\n" + kExitCodes);
 
@@ -314,6 +327,11 @@ int run(int argc, char** argv) {
   trainctl::app::check_cpu_kernels();
 
   trainctl::log::init(-1, 0);
+  if (train->parsed() && !profile.empty()) {
+    const size_t colon = profile.find(':');
+    overrides.push_back("logging.profile_steps=[" + profile.substr(0, colon) + ", " +
+                        profile.substr(colon + 1) + "]");
+  }
   launch_args.overrides = overrides;
   if (train->parsed() || selftest->parsed()) {
     (train->parsed() ? train_cluster : selftest_cluster).fill(launch_args);

@@ -83,6 +83,9 @@ std::string to_yaml(const JobSpec& s) {
 
   y << "logging:\n  every_steps: " << s.logging.every_steps
     << "\n  tensorboard: " << boolean(s.logging.tensorboard) << "\n";
+  if (s.logging.profiling()) {
+    y << "  profile_steps: [" << s.logging.profile_first << ", " << s.logging.profile_last << "]\n";
+  }
 
   const RuntimeSpec& r = s.runtime;
   y << "runtime:\n  max_restarts: " << r.max_restarts

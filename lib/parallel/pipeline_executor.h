@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "model/gpt.h"
+#include "observe/trace_recorder.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace trainctl::parallel {
@@ -54,6 +55,10 @@ class PipelineExecutor {
   // with the same batch. Returns the loss on the head stage.
   PipelineStepResult run_forward(const MicroBatchData& batch);
 
+  // Each instruction becomes a timeline event (micro-batch, chunk, peer stage) while
+  // `trace` records (null: none).
+  void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
+
  private:
   uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
   int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
@@ -66,6 +71,7 @@ class PipelineExecutor {
   // Gradients leave from the model's shared backward buffer: each send gets its own copy.
   std::vector<std::vector<float>> grad_staging_;
   std::vector<std::unique_ptr<comm::PendingSend>> sends_;
+  observe::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace trainctl::parallel

@@ -14,6 +14,7 @@
 #include "device/make_backend.h"
 #include "observe/metric_scalars.h"
 #include "observe/tensorboard_writer.h"
+#include "observe/trace_recorder.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
@@ -21,6 +22,7 @@
 #include "train/metrics.h"
 #include "train/spec_options.h"
 #include "train/step_stats.h"
+#include "train/trace_output.h"
 
 namespace trainctl::train {
 
@@ -131,8 +133,29 @@ void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, S
 
 // After the last step (and its checkpoint): the model exported, the summary line, and all
 // ranks leaving together.
+// What the run leaves to look at, for the summary (rank 0).
+struct LookHere {
+  bool tensorboard = false;
+  std::string trace_note;  // non-empty: trace.json was written (the clock alignment)
+};
+
+// logging.profile_steps: the timeline recorder, handed to everything the engine runs.
+std::unique_ptr<observe::TraceRecorder> start_profiling(const config::JobSpec& spec, Engine& e) {
+  if (!spec.logging.profiling()) return nullptr;
+  auto recorder = std::make_unique<observe::TraceRecorder>(spec.logging.profile_first,
+                                                           spec.logging.profile_last);
+  e.set_trace(recorder.get());
+  return recorder;
+}
+
+// A step's batch from the prefetcher: the wait is on the timeline when profiling.
+data::StepBatch next_batch(data::Prefetcher& prefetch, observe::TraceRecorder* trace) {
+  observe::TraceScope scope(trace, "data.wait", "data");
+  return prefetch.next();
+}
+
 void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
-                bool tensorboard, TrainResult& result) {
+                const LookHere& look, TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
   const auto model_path = ctx.run_dir / "model.safetensors";
   export_model(e.gpt, e.spec, e.groups, model_path);
@@ -149,8 +172,12 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
     spdlog::info("{}", line);
     // Where to look next (docs/commands.md).
     const std::string run = ctx.run_dir.string();
-    if (tensorboard) reporter.message("  tensorboard --logdir " + run + "/tb");
+    if (look.tensorboard) reporter.message("  tensorboard --logdir " + run + "/tb");
     reporter.message("  trainctl report " + run + " --out " + run + "/report.html");
+    if (!look.trace_note.empty()) {
+      reporter.message("  trace: " + run + "/trace.json (open in https://ui.perfetto.dev or " +
+                       "chrome://tracing; clocks " + look.trace_note + ")");
+    }
   }
   // Leave together: a rank that exits while a peer is still inside the last collective
   // closes the connection under it, and the peer fails (seen with halving-doubling).
@@ -169,6 +196,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
   if (start >= steps) announce_nothing_to_train(reporter, start, steps);
   const auto tensorboard = start_tensorboard(spec, groups, ctx, reporter, start);
+  const auto recorder = start_profiling(spec, e);
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;
@@ -176,8 +204,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     timer.begin_step();
     // The hang watchdog names the step a stuck collective belongs to (1-based, as logged).
     if (groups.progress) groups.progress->set_step(step + 1);
+    if (recorder) recorder->set_step(step + 1);
     const StepRequests asked{ctx.should_stop && ctx.should_stop(), ckpt.time_due(), ckpt.written()};
-    const StepOutcome out = e.train_step(step, prefetch.next(), asked);
+    const StepOutcome out = e.train_step(step, next_batch(prefetch, recorder.get()), asked);
     ckpt.commit_if_written(out.all_written);
     result.steps = step + 1;
     result.final_loss = out.loss;
@@ -191,10 +220,16 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     }
     m.tokens_per_s = timer.tokens_per_s(e.tokens_per_step());
     report_step(reporter, m, logged, timer);
+    observe::TraceScope save(recorder.get(), "checkpoint", "checkpoint");
     ckpt.maybe_save(step + 1, last, out.checkpoint);
   }
   ckpt.save_final(result.steps);
-  finish_run(e, reporter, ctx, timer.elapsed_s(), tensorboard != nullptr, result);
+  LookHere look;
+  look.tensorboard = tensorboard != nullptr;
+  if (recorder) {
+    look.trace_note = write_merged_trace(*recorder, groups, ctx.run_dir / "trace.json");
+  }
+  finish_run(e, reporter, ctx, timer.elapsed_s(), look, result);
   return result;
 }
 
