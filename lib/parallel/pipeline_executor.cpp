@@ -19,26 +19,6 @@ void timed(double* total_s, Fn&& fn) {
   *total_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-const char* trace_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::forward:
-      return "forward";
-    case OpKind::backward:
-      return "backward";
-    case OpKind::send_activation:
-      return "send_activation";
-    case OpKind::recv_activation:
-      return "recv_activation";
-    case OpKind::send_grad:
-      return "send_grad";
-    case OpKind::recv_grad:
-      return "recv_grad";
-    case OpKind::optimizer_step:
-      return "optimizer_step";
-  }
-  return "instruction";
-}
-
 observe::TraceFields instruction_fields(const Instruction& ins) {
   observe::TraceFields f;
   f.micro_batch = ins.micro_batch;
@@ -133,7 +113,7 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
   };
 
   for (const Instruction& ins : program_) {
-    observe::TraceScope trace(trace_, trace_name(ins.kind), "pipeline", instruction_fields(ins));
+    observe::TraceScope trace(trace_, to_string(ins.kind), "pipeline", instruction_fields(ins));
     switch (ins.kind) {
       case OpKind::recv_activation: {
         const int s = take_slot(ins);
