@@ -42,6 +42,10 @@ const char* color_of(const std::string& name, const std::string& category) {
 
 }  // namespace
 
+namespace {
+GanttChart draw(const std::filesystem::path& trace_json, const nlohmann::json& doc, int width);
+}  // namespace
+
 GanttChart gantt_from_trace(const std::filesystem::path& trace_json, int width) {
   std::ifstream in(trace_json);
   nlohmann::json doc;
@@ -50,7 +54,17 @@ GanttChart gantt_from_trace(const std::filesystem::path& trace_json, int width) 
   } catch (const std::exception& e) {
     throw InputError(trace_json.string() + ": not a trace-event JSON document (" + e.what() + ")");
   }
-  const nlohmann::json& events = doc.is_object() ? doc["traceEvents"] : doc;
+  try {
+    return draw(trace_json, doc, width);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(trace_json.string() + ": not a trace-event document (" + e.what() + ")");
+  }
+}
+
+namespace {
+
+GanttChart draw(const std::filesystem::path& trace_json, const nlohmann::json& doc, int width) {
+  const nlohmann::json& events = doc.is_object() ? doc.at("traceEvents") : doc;
   if (!events.is_array()) {
     throw InputError(trace_json.string() + ": no traceEvents array");
   }
@@ -165,5 +179,7 @@ GanttChart gantt_from_trace(const std::filesystem::path& trace_json, int width) 
   svg += "</svg>";
   return chart;
 }
+
+}  // namespace
 
 }  // namespace trainctl::report

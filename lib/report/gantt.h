@@ -13,7 +13,8 @@ struct GanttChart {
   std::string note;  // e.g. how many events were left out, the clock alignment error
 };
 
-// Throws InputError naming the file when it is not a trace-event JSON document.
+// Throws InputError naming the file when it is not a trace-event JSON document (the report
+// then shows the message in the chart's place).
 GanttChart gantt_from_trace(const std::filesystem::path& trace_json, int width = 1100);
 
 }  // namespace trainctl::report

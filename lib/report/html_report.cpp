@@ -280,7 +280,14 @@ class Page {
     std::string out;
     for (const RunData& r : runs_) {
       if (!r.trace) continue;
-      const GanttChart g = gantt_from_trace(*r.trace);
+      GanttChart g;
+      try {
+        g = gantt_from_trace(*r.trace);
+      } catch (const std::exception& e) {  // a damaged trace costs its chart, not the page
+        out += "<p class=\"note\">" + xml_escape(r.name) +
+               ": no timeline: " + xml_escape(e.what()) + "</p>";
+        continue;
+      }
       out += "<p>" + xml_escape(r.name) + ": " + xml_escape(r.trace->string()) +
              " (open it in Perfetto UI or chrome://tracing for details)</p>";
       out += g.svg.empty() ? "<p class=\"note\">the trace has no events</p>" : g.svg;

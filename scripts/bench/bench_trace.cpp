@@ -39,7 +39,9 @@ double ns_per_iteration(long iterations, Body body) {
 }
 
 void report(const char* name, double ns) {
-  std::printf(R"({"case": "%s", "ns_per_site": %.3f})" "\n", name, ns);
+  std::printf(R"({"case": "%s", "ns_per_site": %.3f})"
+              "\n",
+              name, ns);
 }
 
 }  // namespace

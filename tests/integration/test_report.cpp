@@ -33,7 +33,7 @@ int count_of(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE(
-    "report writes one self-contained page; a resumed step counts once, an unfinished "
+    "report writes one self-contained page: a resumed step counts once and an unfinished "
     "last line is skipped",
     "[report][integration]") {
   TempDir dir("report");
@@ -110,6 +110,14 @@ TEST_CASE("report draws trace.json as a Gantt chart, one row per rank and thread
   CHECK_THAT(html, Catch::Contains("rank 1 · thread 0"));
   CHECK_THAT(html, Catch::Contains("<title>forward mb=0 — 0.1 ms</title>"));
   CHECK_THAT(html, Catch::Contains("clocks: max residual 12 us"));
+
+  // A damaged trace costs the chart, not the page.
+  write_text(run / "trace.json", R"({"traceEvents":[{"ph":"X","pid":"zero","ts":1,"dur":1}]})");
+  ProcResult damaged =
+      run_trainctl({"report", run.string(), "--out", (dir / "d.html").string()}, dir.path());
+  INFO(damaged.err);
+  REQUIRE(damaged.exit_code == 0);
+  CHECK_THAT(read_text(dir / "d.html"), Catch::Contains("t: no timeline: "));
 }
 
 TEST_CASE("report refuses what is not a run with metrics (exit 2)", "[report][integration]") {

@@ -12,7 +12,7 @@
 using namespace trainctl::test;
 using trainctl::parallel::Instruction;
 
-TEST_CASE("--profile writes one trace of every rank; pipeline events run the 1F1B schedule",
+TEST_CASE("train with --profile writes one trace of every rank and pipeline events run 1F1B",
           "[trace][integration]") {
   TempDir dir("trace");
   // dp 2 x pp 2, 4 micro-batches per step (global 16 = micro 2 x 4 x dp 2).
@@ -78,7 +78,7 @@ TEST_CASE("--profile writes one trace of every rank; pipeline events run the 1F1
   }
 }
 
-TEST_CASE("--profile and profile_steps are checked before anything starts",
+TEST_CASE("train refuses a bad --profile or profile_steps before anything starts",
           "[trace][integration]") {
   TempDir dir("trace-bad");
   const fs::path job = dir / "job.yaml";

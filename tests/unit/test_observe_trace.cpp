@@ -9,7 +9,8 @@
 
 using namespace trainctl::observe;
 
-TEST_CASE("trace recorder: records steps A..B only; a null recorder records nothing", "[observe]") {
+TEST_CASE("trace recorder: records steps A..B only and a null recorder records nothing",
+          "[observe]") {
   TraceRecorder rec(2, 3);
   for (int64_t step = 1; step <= 4; ++step) {
     rec.set_step(step);
