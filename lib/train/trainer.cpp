@@ -190,13 +190,14 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
                          const TrainContext& ctx) {
   check_trainable(spec);
   Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
+  // Before the checkpointer: its background writer records into it, so it must outlive it.
+  const auto recorder = start_profiling(spec, e);
   MetricsReporter reporter = make_reporter(spec, groups, ctx);
   announce(e, reporter);
   Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
   const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
   if (start >= steps) announce_nothing_to_train(reporter, start, steps);
   const auto tensorboard = start_tensorboard(spec, groups, ctx, reporter, start);
-  const auto recorder = start_profiling(spec, e);
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;
