@@ -15,6 +15,8 @@ packages=(
   libclang-rt-14-dev
   # Reference implementation for the correctness check and benchmarks (/usr/bin/python3).
   python3 python3-torch python3-numpy python3-venv
+  # `trainctl report --png` and the report's browser test (headless).
+  chromium fonts-dejavu-core
 )
 
 missing=()

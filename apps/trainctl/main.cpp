@@ -8,6 +8,7 @@
 #include "ckpt_commands.h"
 #include "comm/gloo/gloo_options.h"
 #include "commands.h"
+#include "report_command.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
@@ -118,10 +119,23 @@ int run(int argc, char** argv) {
                    "run_dir/checkpoints, else from scratch), none (from scratch), or a "
                    "checkpoint directory (any dp/tp/pp layout)")
       ->default_val("auto");
+  std::string profile;
+  train
+      ->add_option("--profile", profile,
+                   "Record a timeline of steps A..B on every rank (as logging.profile_steps: "
+                   "[A, B]), merged into run_dir/trace.json for Perfetto UI / chrome://tracing")
+      ->check([](const std::string& v) {
+        const size_t colon = v.find(':');
+        const bool digits = colon != std::string::npos && colon > 0 && colon + 1 < v.size() &&
+                            v.find_first_not_of("0123456789") == colon &&
+                            v.find_first_not_of("0123456789", colon + 1) == std::string::npos;
+        return digits ? std::string() : "expected A:B, two step numbers (e.g. 3:4); got " + v;
+      });
   train_cluster.add_to(train, true);
   train->footer(
       std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
                   "  trainctl train job.yaml --resume runs/job/checkpoints/step_00000100\n"
+                  "  trainctl train job.yaml --profile 3:4   # timeline -> run_dir/trace.json\n"
                   "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
       kClusterHelp + "\n\n" + kExitCodes);
 
@@ -289,6 +303,32 @@ int run(int argc, char** argv) {
       "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
       "--out model.safetensors");
 
+  CLI::App* report = app.add_subcommand(
+      "report", "One HTML page of a run's curves, throughput, step time, rank map and timeline");
+  trainctl::app::ReportArgs report_args;
+  report->add_option("run_dir", report_args.runs, "Run directories (several: curves overlaid)")
+      ->required();
+  report->add_option("--out", report_args.out, "The HTML file to write")->required();
+  report->add_option("--x", report_args.x, "x axis of the curves: step or tokens (seen so far)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"step", "tokens"}));
+  report->add_option("--png", report_args.png,
+                     "Also write a picture of the page (needs a headless chromium)");
+  report
+      ->add_option("--peak-tflops", report_args.peak_tflops,
+                   "Each worker's peak TFLOP/s: adds MFU (model FLOP/s / (workers x peak))")
+      ->check(CLI::PositiveNumber);
+  report->footer(
+      "Example:\n  trainctl report runs/quickstart --out report.html\n"
+      "  trainctl report runs/a runs/b --out compare.html --x tokens --png compare.png\n\n"
+      "One self-contained HTML file (inline SVG, no scripts, works offline): loss and\n"
+      "validation loss (runs overlaid), tokens/s, model FLOP/s (and MFU with --peak-tflops),\n"
+      "the step-time breakdown (compute, exposed communication, pipeline bubble, DP wait),\n"
+      "memory and the fp16 loss scale when logged, the rank map, and a Gantt chart of every\n"
+      "rank when the run was profiled (trace.json, `train --profile A:B`). Reads a running\n"
+      "job too: an unfinished last line of metrics.jsonl is skipped. Exit code 2 when a\n"
+      "directory is not a run or has no metrics yet, or --png finds no chromium.");
+
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
 
@@ -305,6 +345,11 @@ int run(int argc, char** argv) {
   trainctl::app::check_cpu_kernels();
 
   trainctl::log::init(-1, 0);
+  if (train->parsed() && !profile.empty()) {
+    const size_t colon = profile.find(':');
+    overrides.push_back("logging.profile_steps=[" + profile.substr(0, colon) + ", " +
+                        profile.substr(colon + 1) + "]");
+  }
   launch_args.overrides = overrides;
   if (train->parsed() || selftest->parsed()) {
     (train->parsed() ? train_cluster : selftest_cluster).fill(launch_args);
@@ -327,6 +372,7 @@ int run(int argc, char** argv) {
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
   if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  if (report->parsed()) return trainctl::app::cmd_report(report_args);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     return trainctl::app::cmd_bench_comm(bench_args);

@@ -23,21 +23,35 @@ class CallScope {
   int group_;
 };
 
+// A communicator call's timeline fields.
+observe::TraceFields call_fields(const std::string& group, size_t bytes, int peer = -1) {
+  observe::TraceFields f;
+  f.group = group;
+  f.bytes = static_cast<int64_t>(bytes);
+  f.peer = peer;
+  return f;
+}
+
 class WatchedPendingSend final : public PendingSend {
  public:
   WatchedPendingSend(std::unique_ptr<PendingSend> inner, std::shared_ptr<ProgressBoard> board,
-                     int group, size_t bytes, int peer, int64_t seq)
+                     int group, size_t bytes, int peer, int64_t seq, observe::TraceRecorder* trace,
+                     const std::string& group_name)
       : inner_(std::move(inner)),
         board_(std::move(board)),
         group_(group),
         bytes_(bytes),
         peer_(peer),
-        seq_(seq) {}
+        seq_(seq),
+        trace_(trace),
+        group_name_(group_name) {}
   // The wrapped request's destructor waits for an unwaited send: record that wait too.
   ~WatchedPendingSend() override {
     if (waited_) return;
     board_->begin_wait(group_, "isend.wait", bytes_, peer_, seq_);
     CallScope scope(*board_, group_);
+    observe::TraceScope trace(trace_, "isend.wait", "comm",
+                              call_fields(group_name_, bytes_, peer_));
     inner_.reset();
   }
   WatchedPendingSend(const WatchedPendingSend&) = delete;
@@ -46,6 +60,8 @@ class WatchedPendingSend final : public PendingSend {
   void wait() override {
     board_->begin_wait(group_, "isend.wait", bytes_, peer_, seq_);
     CallScope scope(*board_, group_);
+    observe::TraceScope trace(trace_, "isend.wait", "comm",
+                              call_fields(group_name_, bytes_, peer_));
     inner_->wait();
     waited_ = true;
   }
@@ -57,6 +73,8 @@ class WatchedPendingSend final : public PendingSend {
   size_t bytes_;
   int peer_;
   int64_t seq_;
+  observe::TraceRecorder* trace_;
+  const std::string& group_name_;  // the communicator's name (outlives its sends)
   bool waited_ = false;
 };
 
@@ -152,6 +170,7 @@ void WatchedCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
   maybe_stall("allreduce");
   board_->begin_collective(group_id_, "allreduce", count * kFloat);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "allreduce", "comm", call_fields(name(), count * kFloat));
   inner_->allreduce(data, count, op);
 }
 
@@ -160,6 +179,8 @@ void WatchedCommunicator::reduce_scatter(const float* in, float* out, size_t cou
   board_->begin_collective(group_id_, "reduce_scatter",
                            count * static_cast<size_t>(size()) * kFloat);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "reduce_scatter", "comm",
+                            call_fields(name(), count * static_cast<size_t>(size()) * kFloat));
   inner_->reduce_scatter(in, out, count);
 }
 
@@ -167,6 +188,7 @@ void WatchedCommunicator::allgather(const float* in, float* out, size_t count) {
   maybe_stall("allgather");
   board_->begin_collective(group_id_, "allgather", count * kFloat);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "allgather", "comm", call_fields(name(), count * kFloat));
   inner_->allgather(in, out, count);
 }
 
@@ -174,6 +196,7 @@ void WatchedCommunicator::broadcast(float* data, size_t count, int root) {
   maybe_stall("broadcast");
   board_->begin_collective(group_id_, "broadcast", count * kFloat);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "broadcast", "comm", call_fields(name(), count * kFloat, root));
   inner_->broadcast(data, count, root);
 }
 
@@ -181,6 +204,7 @@ void WatchedCommunicator::send(const void* data, size_t bytes, int dst, uint32_t
   maybe_stall("send");
   board_->begin_p2p(group_id_, "send", bytes, dst);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "send", "comm", call_fields(name(), bytes, dst));
   inner_->send(data, bytes, dst, tag);
 }
 
@@ -188,6 +212,7 @@ void WatchedCommunicator::recv(void* data, size_t bytes, int src, uint32_t tag) 
   maybe_stall("recv");
   board_->begin_p2p(group_id_, "recv", bytes, src);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "recv", "comm", call_fields(name(), bytes, src));
   inner_->recv(data, bytes, src, tag);
 }
 
@@ -198,16 +223,18 @@ std::unique_ptr<PendingSend> WatchedCommunicator::isend(const void* data, size_t
   std::unique_ptr<PendingSend> pending;
   {
     CallScope scope(*board_, group_id_);
+    observe::TraceScope trace(trace_, "isend", "comm", call_fields(name(), bytes, dst));
     pending = inner_->isend(data, bytes, dst, tag);
   }
   return std::make_unique<WatchedPendingSend>(std::move(pending), board_, group_id_, bytes, dst,
-                                              seq);
+                                              seq, trace_, name());
 }
 
 void WatchedCommunicator::barrier() {
   maybe_stall("barrier");
   board_->begin_collective(group_id_, "barrier", 0);
   CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "barrier", "comm", call_fields(name(), 0));
   inner_->barrier();
 }
 
@@ -226,6 +253,12 @@ void watch_process_groups(ProcessGroups& groups, const std::optional<StallHook>&
   wrap(groups.tp, tp_group(layout, groups.rank));
   wrap(groups.pp, pp_group(layout, groups.rank));
   groups.progress = std::move(board);
+}
+
+void trace_process_groups(ProcessGroups& groups, observe::TraceRecorder* trace) {
+  for (Communicator* c : {groups.world.get(), groups.dp.get(), groups.tp.get(), groups.pp.get()}) {
+    if (auto* watched = dynamic_cast<WatchedCommunicator*>(c)) watched->set_trace(trace);
+  }
 }
 
 }  // namespace trainctl::comm

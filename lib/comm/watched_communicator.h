@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "comm/process_groups.h"
 #include "comm/progress.h"
+#include "observe/trace_recorder.h"
 
 namespace trainctl::comm {
 
@@ -68,6 +69,8 @@ class WatchedCommunicator final : public Communicator {
   }
 
   Communicator& inner() { return *inner_; }
+  // Every call also becomes a timeline event (group, op, bytes, peer) while `trace` records.
+  void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
 
  private:
   // Applies the stall hook if this is the call it names.
@@ -78,11 +81,16 @@ class WatchedCommunicator final : public Communicator {
   int group_id_;
   std::optional<StallHook> stall_;
   int64_t stall_op_calls_ = 0;  // calls of stall_->op seen so far
+  observe::TraceRecorder* trace_ = nullptr;
 };
 
 // Wraps each of groups' four communicators in a WatchedCommunicator sharing one board
 // (created here for groups.rank, stored in groups.progress), with member lists from the
 // layout. `stall` is given to every group; it fires only on the one it matches.
 void watch_process_groups(ProcessGroups& groups, const std::optional<StallHook>& stall = {});
+
+// Hands `trace` (null: none) to each of groups' communicators that watch_process_groups
+// wrapped, so that every communicator call is on the profiled steps' timeline.
+void trace_process_groups(ProcessGroups& groups, observe::TraceRecorder* trace);
 
 }  // namespace trainctl::comm

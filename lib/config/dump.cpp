@@ -82,7 +82,11 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  every_minutes: " << format_real(c.every_minutes) << "\n  keep_last: " << c.keep_last
     << "\n  async: " << boolean(c.async) << "\n";
 
-  y << "logging:\n  every_steps: " << s.logging.every_steps << "\n";
+  y << "logging:\n  every_steps: " << s.logging.every_steps
+    << "\n  tensorboard: " << boolean(s.logging.tensorboard) << "\n";
+  if (s.logging.profiling()) {
+    y << "  profile_steps: [" << s.logging.profile_first << ", " << s.logging.profile_last << "]\n";
+  }
 
   const RuntimeSpec& r = s.runtime;
   y << "runtime:\n  max_restarts: " << r.max_restarts

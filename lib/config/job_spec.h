@@ -99,6 +99,15 @@ struct CheckpointSpec {
 
 struct LoggingSpec {
   int every_steps = 10;
+  // Global rank 0 also writes every logged step's metrics as TensorBoard scalars, and the
+  // resolved spec as text, to run_dir/tb/ (observe/tensorboard_writer.h).
+  bool tensorboard = true;
+  // `profile_steps: [A, B]` (or `train --profile A:B`): every rank records a timeline of
+  // steps A..B (1-based, inclusive), merged into run_dir/trace.json at the end of the run
+  // (observe/trace_recorder.h). 0, 0: off.
+  int profile_first = 0;
+  int profile_last = 0;
+  bool profiling() const { return profile_first > 0; }
 
   bool operator==(const LoggingSpec&) const = default;
 };

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <limits>
 
+#include "config/number_text.h"
 #include "config/presets.h"
 #include "config/yaml_reader.h"
 
@@ -161,6 +163,28 @@ void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
   r.read("async", checkpoint.async);
 }
 
+void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpec& logging) {
+  const MapReader r = top.section("logging", {"every_steps", "tensorboard", "profile_steps"});
+  r.read("every_steps", logging.every_steps, {1});
+  r.read("tensorboard", logging.tensorboard);
+  if (!r.has("profile_steps")) return;
+  double first = 1, last = 1;
+  r.read_pair("profile_steps", first, last, {1, false, 1e9, false});
+  if (first != std::floor(first) || last != std::floor(last) || last < first) {
+    r.fail_at("profile_steps",
+              "expected [A, B]: whole step numbers with 1 <= A <= B (steps A..B are profiled); "
+              "got [" +
+                  format_real(first) + ", " + format_real(last) + "].");
+  }
+  if (last > training.steps) {
+    r.fail_at("profile_steps", "B must be <= training.steps (" + std::to_string(training.steps) +
+                                   "); got [" + format_real(first) + ", " + format_real(last) +
+                                   "]. Profile a few steps after the first, e.g. [3, 4].");
+  }
+  logging.profile_first = static_cast<int>(first);
+  logging.profile_last = static_cast<int>(last);
+}
+
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
   const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest",
                                               "allreduce_algo", "memory_limit_mb"});
@@ -199,7 +223,7 @@ JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
   read_optimizer(top, spec.optimizer);
   read_precision(top, spec.precision);
   read_checkpoint(top, spec.checkpoint);
-  top.section("logging", {"every_steps"}).read("every_steps", spec.logging.every_steps, {1});
+  read_logging(top, spec.training, spec.logging);
   read_runtime(top, spec.runtime);
   return spec;
 }

@@ -395,6 +395,15 @@ void Gpt::head_forward(ChunkActs& a, const float* top, const int32_t* targets, b
   }
 }
 
+namespace {
+observe::TraceFields layer_fields(int layer, int chunk) {
+  observe::TraceFields f;
+  f.layer = layer;
+  f.chunk = chunk;
+  return f;
+}
+}  // namespace
+
 const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
                                 bool backward, float grad_scale, ChunkLoss* loss) {
   ChunkActs& a = acts(chunk, slot);
@@ -408,10 +417,13 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   const float* x = a.input;
   const int first = chunk_first_block_[static_cast<size_t>(chunk)];
   for (size_t j = 0; j < a.blocks.size(); ++j) {
+    observe::TraceScope trace(trace_, "forward", "compute",
+                              layer_fields(first + static_cast<int>(j), chunk));
     block_forward(blocks_[static_cast<size_t>(first) + j], a.blocks[j], x);
     x = a.blocks[j].res2;
   }
   if (!has_head(chunk)) return x;
+  observe::TraceScope trace(trace_, "forward.lm_head", "compute", layer_fields(-1, chunk));
   head_forward(a, x, targets, backward, grad_scale, loss);
   return nullptr;
 }
@@ -472,6 +484,7 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   for (int j = static_cast<int>(a.blocks.size()) - 1; j >= 0; --j) {
     const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
     const int block = first + j;
+    observe::TraceScope trace(trace_, "backward", "compute", layer_fields(block, chunk));
     recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
     block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
                    base + kPiecesPerBlock * (nb - 1 - block), report);

@@ -25,6 +25,7 @@
 #include "model/gpt_config.h"
 #include "model/parameters.h"
 #include "model/shard.h"
+#include "observe/trace_recorder.h"
 #include "ops/backend.h"
 
 namespace trainctl::model {
@@ -153,6 +154,10 @@ class Gpt {
     if (grad_ready_) grad_ready_(piece);
   }
 
+  // Each block's forward and backward (and the LM head's) become timeline events while
+  // `trace` records (null: none).
+  void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
+
  private:
   struct BlockParams;
   struct BlockActs;
@@ -195,6 +200,7 @@ class Gpt {
   float *d4C_a_ = nullptr, *d4C_b_ = nullptr, *scratchC_ = nullptr;
   float *logits_ = nullptr, *row_max_ = nullptr, *xent_stats_ = nullptr;
   std::function<void(int)> grad_ready_;
+  observe::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace trainctl::model

@@ -19,6 +19,14 @@ void timed(double* total_s, Fn&& fn) {
   *total_s += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+observe::TraceFields instruction_fields(const Instruction& ins) {
+  observe::TraceFields f;
+  f.micro_batch = ins.micro_batch;
+  f.chunk = ins.chunk;
+  f.peer = ins.peer_stage;
+  return f;
+}
+
 int max_chunk(const std::vector<Instruction>& program) {
   int n = 0;
   for (const Instruction& i : program) n = std::max(n, i.chunk);
@@ -119,6 +127,7 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
   };
 
   for (const Instruction& ins : program_) {
+    observe::TraceScope trace(trace_, to_string(ins.kind), "pipeline", instruction_fields(ins));
     switch (ins.kind) {
       case OpKind::recv_activation: {
         const int s = take_slot(ins);

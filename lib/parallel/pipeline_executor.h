@@ -15,6 +15,7 @@
 
 #include "comm/communicator.h"
 #include "model/gpt.h"
+#include "observe/trace_recorder.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace trainctl::parallel {
@@ -60,6 +61,10 @@ class PipelineExecutor {
   // with the same batch. Returns the loss on the head stage.
   PipelineStepResult run_forward(const MicroBatchData& batch);
 
+  // Each instruction becomes a timeline event (micro-batch, chunk, peer stage) while
+  // `trace` records (null: none).
+  void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
+
  private:
   uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
   int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
@@ -73,6 +78,7 @@ class PipelineExecutor {
   // own copy, in backend memory allocated up front (grad_staging_buffers(program) of them).
   std::vector<float*> grad_staging_;
   std::vector<std::unique_ptr<comm::PendingSend>> sends_;
+  observe::TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace trainctl::parallel

@@ -116,6 +116,7 @@ void Checkpointer::save(int64_t step, bool async) {
   if (async) {
     writer_ = std::thread([this] {
       try {
+        observe::TraceScope trace(e_.trace, "checkpoint.write", "checkpoint");
         write_snapshot(*snapshot_);
       } catch (...) {
         write_error_ = std::current_exception();
@@ -124,7 +125,10 @@ void Checkpointer::save(int64_t step, bool async) {
     });
     return;
   }
-  write_snapshot(*snapshot_);
+  {
+    observe::TraceScope trace(e_.trace, "checkpoint.write", "checkpoint");
+    write_snapshot(*snapshot_);
+  }
   write_done_ = true;
   finish_pending();
   if (world.rank() == 0) {

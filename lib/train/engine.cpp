@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "comm/watched_communicator.h"
 #include "parallel/tied_embedding.h"
 #include "train/spec_options.h"
 
@@ -26,6 +27,13 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 
+void Engine::set_trace(observe::TraceRecorder* recorder) {
+  trace = recorder;
+  gpt.set_trace(recorder);
+  if (pipeline) pipeline->set_trace(recorder);
+  comm::trace_process_groups(groups, recorder);
+}
+
 StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
                                const StepRequests& asked) {
   gpt.params().zero_grads();
@@ -38,6 +46,9 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     for (int m = 0; m < layout.grad_accum; ++m) {
       // Gradient buckets travel only with the step's last micro-batch.
       data_parallel.begin_micro_batch(m + 1 == layout.grad_accum);
+      observe::TraceFields mb;
+      mb.micro_batch = m;
+      observe::TraceScope scope(trace, "micro_batch", "compute", mb);
       int64_t n = 0;
       loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
                                        batch.micro_targets(layout, m), dloss, &n);
@@ -55,7 +66,10 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     loss_count = r.loss_count;
     out.pipeline_idle_s = r.idle_s;
   }
-  data_parallel.reduce_gradients();
+  {
+    observe::TraceScope scope(trace, "grad_sync.wait", "comm");
+    data_parallel.reduce_gradients();
+  }
   out.stop = asked.stop;
   out.checkpoint = asked.checkpoint;
   out.all_written = asked.written;
@@ -101,6 +115,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
         ". Lower optimizer.lr, raise optimizer.warmup_steps or set training.grad_clip." +
         fp16_hint);
   }
+  observe::TraceScope scope(trace, "optimizer", "optimizer");
   data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip, unscale);
   data_parallel.step(out.lr);
   return out;

@@ -15,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/gpt.h"
+#include "observe/trace_recorder.h"
 #include "ops/backend.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -57,6 +58,12 @@ struct Engine {
   int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
   // This rank's loss sums are the ones reported (the head stage's TP rank 0).
   bool reports_loss() const { return gpt.shard().head && groups.coord.tp == 0; }
+
+  // Profiling (logging.profile_steps): the model, the pipeline executor, the communicators
+  // and this engine's own phases (micro-batches, gradient sync, optimizer) record into
+  // `recorder` while it is active. Null: nothing is recorded.
+  void set_trace(observe::TraceRecorder* recorder);
+  observe::TraceRecorder* trace = nullptr;
 
   const config::JobSpec& spec;
   comm::ProcessGroups& groups;

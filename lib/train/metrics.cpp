@@ -116,6 +116,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
     file_.append(j.dump());
+    for (const auto& sink : sinks_) sink(j);
   }
   write_console((open_line_ ? "\r\033[K" : "") + format(m) + "\n");
   open_line_ = false;
@@ -125,6 +126,10 @@ void MetricsReporter::progress(const StepMetrics& m) {
   if (!tty_) return;  // in a log file, only the logged steps appear
   write_console("\r\033[K" + format(m));
   open_line_ = true;
+}
+
+void MetricsReporter::add_sink(std::function<void(const nlohmann::ordered_json&)> sink) {
+  sinks_.push_back(std::move(sink));
 }
 
 void MetricsReporter::message(const std::string& line) {

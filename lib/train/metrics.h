@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,12 +96,15 @@ class MetricsReporter {
   size_t continue_after(int64_t step) { return file_.keep_steps_through(step); }
   // Bytes of a torn last line (an earlier process died mid-write) cut off at the start.
   size_t repaired_bytes() const { return file_.repaired_bytes(); }
+  // Also hands every line written to metrics.jsonl to `sink` (e.g. TensorBoard).
+  void add_sink(std::function<void(const nlohmann::ordered_json&)> sink);
 
  private:
   void write_console(const std::string& s);
   std::string format(const StepMetrics& m) const;
 
   JsonLinesFile file_;
+  std::vector<std::function<void(const nlohmann::ordered_json&)>> sinks_;
   int fd_ = -1;
   int log_every_ = 1;
   bool tty_ = false;

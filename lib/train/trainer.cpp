@@ -5,10 +5,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
 
 #include "comm/progress.h"
+#include "config/load.h"
 #include "data/prefetcher.h"
 #include "device/make_backend.h"
+#include "observe/metric_scalars.h"
+#include "observe/tensorboard_writer.h"
+#include "observe/trace_recorder.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
@@ -16,6 +22,7 @@
 #include "train/metrics.h"
 #include "train/spec_options.h"
 #include "train/step_stats.h"
+#include "train/trace_output.h"
 
 namespace trainctl::train {
 
@@ -60,6 +67,39 @@ MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGr
   const bool reporting = groups.rank == 0;
   return MetricsReporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
                          reporting ? ctx.console_fd : -1, spec.logging.every_steps);
+}
+
+// logging.tensorboard on global rank 0: a new event file for this launch, starting at the
+// first step it logs (`start` + 1), with the resolved spec as text and every metrics.jsonl
+// line as scalars. A TensorBoard file that cannot be written costs a warning, not the run.
+std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const config::JobSpec& spec,
+                                                              const comm::ProcessGroups& groups,
+                                                              const TrainContext& ctx,
+                                                              MetricsReporter& reporter,
+                                                              int64_t start) {
+  if (groups.rank != 0 || !spec.logging.tensorboard) return nullptr;
+  std::shared_ptr<observe::TensorBoardWriter> tb;
+  try {
+    tb = std::make_shared<observe::TensorBoardWriter>(ctx.run_dir / "tb", start + 1);
+    // Indented four spaces: a code block in the text plugin's markdown.
+    std::string yaml = "    " + config::to_yaml(spec);
+    for (size_t i = yaml.find('\n'); i != std::string::npos && i + 1 < yaml.size();
+         i = yaml.find('\n', i + 1)) {
+      yaml.insert(i + 1, "    ");
+    }
+    tb->add_text(start, "config", yaml);
+  } catch (const std::exception& ex) {
+    spdlog::warn("TensorBoard disabled: {}", ex.what());
+    return nullptr;
+  }
+  reporter.add_sink([tb](const nlohmann::ordered_json& line) {
+    try {
+      tb->add_scalars(line.at("step").get<int64_t>(), observe::metric_scalars(line));
+    } catch (const std::exception& ex) {
+      spdlog::warn("TensorBoard: {}", ex.what());
+    }
+  });
+  return tb;
 }
 
 // The checkpointer's messages: on rank 0's console and in this rank's log.
@@ -107,8 +147,29 @@ void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, S
 
 // After the last step (and its checkpoint): the model exported, the summary line, and all
 // ranks leaving together.
+// What the run leaves to look at, for the summary (rank 0).
+struct LookHere {
+  bool tensorboard = false;
+  std::string trace_note;  // non-empty: trace.json was written (the clock alignment)
+};
+
+// logging.profile_steps: the timeline recorder, handed to everything the engine runs.
+std::unique_ptr<observe::TraceRecorder> start_profiling(const config::JobSpec& spec, Engine& e) {
+  if (!spec.logging.profiling()) return nullptr;
+  auto recorder = std::make_unique<observe::TraceRecorder>(spec.logging.profile_first,
+                                                           spec.logging.profile_last);
+  e.set_trace(recorder.get());
+  return recorder;
+}
+
+// A step's batch from the prefetcher: the wait is on the timeline when profiling.
+data::StepBatch next_batch(data::Prefetcher& prefetch, observe::TraceRecorder* trace) {
+  observe::TraceScope scope(trace, "data.wait", "data");
+  return prefetch.next();
+}
+
 void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
-                TrainResult& result) {
+                const LookHere& look, TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
   const auto model_path = ctx.run_dir / "model.safetensors";
   export_model(e.gpt, e.spec, e.groups, model_path);
@@ -123,6 +184,14 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
                     model_path.string());
     reporter.message(line);
     spdlog::info("{}", line);
+    // Where to look next (docs/commands.md).
+    const std::string run = ctx.run_dir.string();
+    if (look.tensorboard) reporter.message("  tensorboard --logdir " + run + "/tb");
+    reporter.message("  trainctl report " + run + " --out " + run + "/report.html");
+    if (!look.trace_note.empty()) {
+      reporter.message("  trace: " + run + "/trace.json (open in https://ui.perfetto.dev or " +
+                       "chrome://tracing; clocks " + look.trace_note + ")");
+    }
   }
   // Leave together: a rank that exits while a peer is still inside the last collective
   // closes the connection under it, and the peer fails (seen with halving-doubling).
@@ -135,6 +204,8 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
                          const TrainContext& ctx) {
   check_trainable(spec);
   Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
+  // Before the checkpointer: its background writer records into it, so it must outlive it.
+  const auto recorder = start_profiling(spec, e);
   MetricsReporter reporter = make_reporter(spec, groups, ctx);
   announce(e, reporter);
   Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
@@ -147,6 +218,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     groups.world->barrier();
     return TrainResult{.steps = start};
   }
+  const auto tensorboard = start_tensorboard(spec, groups, ctx, reporter, start);
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;
@@ -154,8 +226,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     timer.begin_step();
     // The hang watchdog names the step a stuck collective belongs to (1-based, as logged).
     if (groups.progress) groups.progress->set_step(step + 1);
+    if (recorder) recorder->set_step(step + 1);
     const StepRequests asked{ctx.should_stop && ctx.should_stop(), ckpt.time_due(), ckpt.written()};
-    const StepOutcome out = e.train_step(step, prefetch.next(), asked);
+    const StepOutcome out = e.train_step(step, next_batch(prefetch, recorder.get()), asked);
     ckpt.commit_if_written(out.all_written);
     result.steps = step + 1;
     result.final_loss = out.loss;
@@ -169,10 +242,16 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     }
     m.tokens_per_s = timer.tokens_per_s(e.tokens_per_step());
     report_step(reporter, m, logged, timer);
+    observe::TraceScope save(recorder.get(), "checkpoint", "checkpoint");
     ckpt.maybe_save(step + 1, last, out.checkpoint);
   }
   ckpt.save_final(result.steps);
-  finish_run(e, reporter, ctx, timer.elapsed_s(), result);
+  LookHere look;
+  look.tensorboard = tensorboard != nullptr;
+  if (recorder) {
+    look.trace_note = write_merged_trace(*recorder, groups, ctx.run_dir / "trace.json");
+  }
+  finish_run(e, reporter, ctx, timer.elapsed_s(), look, result);
   return result;
 }
 

@@ -94,6 +94,16 @@ TEST_CASE("config: out-of-range values", "[config]") {
 )",
                 "job.yaml:2:14:", "checkpoint.keep_last", {"between 1 and"});
   require_error(R"(logging: {every_steps: 0})", "job.yaml:1:24:", "logging.every_steps", {">= 1"});
+  require_error(R"(logging:
+  tensorboard: yes please
+)",
+                "job.yaml:2:16:", "logging.tensorboard", {"expected true or false"});
+  require_error("training: {steps: 10}\nlogging: {profile_steps: [4, 2]}\n",
+                "job.yaml:2:", "logging.profile_steps", {"1 <= A <= B", "[4, 2]"});
+  require_error("training: {steps: 10}\nlogging: {profile_steps: [3, 12]}\n",
+                "job.yaml:2:", "logging.profile_steps", {"<= training.steps (10)"});
+  require_error("logging: {profile_steps: [0, 1]}\n", "job.yaml:1:", "logging.profile_steps[0]",
+                {"must be"});
   require_error(R"(runtime:
   comm_timeout_s: -1
 )",

@@ -47,7 +47,7 @@ optimizer: {type: adamw, lr: 3.0e-3, betas: [0.9, 0.99], eps: 1e-6, weight_decay
             warmup_steps: 20, decay: linear, min_lr: 3.0e-4}
 precision: {compute: bf16}
 checkpoint: {every_steps: 100, keep_last: 5, async: false}
-logging:  {every_steps: 5}
+logging:  {every_steps: 5, tensorboard: false, profile_steps: [3, 4]}
 runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
 )",
                                    "job.yaml", dir.path());
@@ -71,6 +71,9 @@ runtime:  {max_restarts: 2, comm_timeout_s: 60.5, comm_selftest: false}
   CHECK(s.checkpoint.keep_last == 5);
   CHECK_FALSE(s.checkpoint.async);
   CHECK(s.logging.every_steps == 5);
+  CHECK_FALSE(s.logging.tensorboard);
+  CHECK(s.logging.profile_first == 3);
+  CHECK(s.logging.profile_last == 4);
   CHECK(s.runtime.comm_timeout_s == 60.5);
   CHECK_FALSE(s.runtime.comm_selftest);
 }
@@ -209,7 +212,7 @@ optimizer: {type: sgd, lr: 0.1, betas: [0.8, 0.999], eps: 1.0e-7, weight_decay: 
             warmup_steps: 33, decay: constant, min_lr: 0.01}
 precision: {compute: fp16}
 checkpoint: {every_steps: 9, keep_last: 1, async: false}
-logging: {every_steps: 3}
+logging: {every_steps: 3, tensorboard: false, profile_steps: [5, 9]}
 runtime: {max_restarts: 4, comm_timeout_s: 12.25, comm_selftest: false}
 )",
   };

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# TensorBoard event files read back by TensorBoard itself (check_tensorboard.py): a 2-worker
+# run, then a resume from its step-3 checkpoint with more steps (steps 4-6 are logged twice
+# in metrics.jsonl, with other learning rates: TensorBoard must show the resumed values once).
+# Usage: tests/observe/check_tensorboard.sh TRAINCTL_BINARY
+# PyPI's `tensorboard` goes into a virtual environment kept at $TRAINCTL_TBVENV (the build
+# directory's tbvenv/), made once; exit 77 (skipped) only when PyPI cannot be reached.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${1:?usage: check_tensorboard.sh TRAINCTL_BINARY}
+venv=${TRAINCTL_TBVENV:-$(dirname "$bin")/tbvenv}
+if ! "$venv/bin/python" -c "import tensorboard" 2>/dev/null; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check tensorboard; then
+    if ! python3 -c "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/tensorboard/', timeout=10)" 2>/dev/null; then
+      echo "skipped: PyPI is unreachable, cannot install tensorboard"
+      rm -rf "$venv"
+      exit 77
+    fi
+    echo "FAILED: pip install tensorboard failed although PyPI is reachable"
+    exit 1
+  fi
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cat > "$work/job.yaml" <<'YAML'
+name: tb-check
+model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 2, d_model: 32}
+data: {type: synthetic}
+parallel: {dp: 2}
+training: {steps: 6, micro_batch_size: 2, global_batch_size: 4, eval_every: 3, eval_batches: 1}
+checkpoint: {every_steps: 3, async: false}
+logging: {every_steps: 1}
+runtime: {comm_selftest: false}
+YAML
+"$bin" train "$work/job.yaml" >/dev/null
+"$venv/bin/python" "$here/check_tensorboard.py" "$work/runs/tb-check"
+"$bin" train "$work/job.yaml" --set training.steps=8 \
+  --resume "$work/runs/tb-check/checkpoints/step_00000003" >/dev/null
+n=$(ls "$work/runs/tb-check/tb" | grep -c '^events\.out\.tfevents\.')
+[[ $n == 2 ]] || { echo "FAILED: expected one event file per launch, found $n"; exit 1; }
+"$venv/bin/python" "$here/check_tensorboard.py" "$work/runs/tb-check" 2>/dev/null
+# logging.tensorboard: false writes no tb/.
+"$bin" train "$work/job.yaml" --set logging.tensorboard=false --set "run_dir=$work/off" >/dev/null
+[[ ! -e $work/off/tb ]] || { echo "FAILED: logging.tensorboard: false wrote $work/off/tb"; exit 1; }
+echo "ok: TensorBoard reads every scalar, once per step after a resume"
