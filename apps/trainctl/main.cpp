@@ -8,6 +8,7 @@
 #include "ckpt_commands.h"
 #include "comm/gloo/gloo_options.h"
 #include "commands.h"
+#include "data_commands.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
@@ -271,6 +272,64 @@ int run(int argc, char** argv) {
       "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
       "--out model.safetensors");
 
+  CLI::App* data_cmd =
+      app.add_subcommand("data", "Tokenize text into training data with a BPE tokenizer");
+  data_cmd->require_subcommand(1);
+  trainctl::app::DataPrepareArgs prepare_args;
+  CLI::App* data_prepare = data_cmd->add_subcommand(
+      "prepare", "Tokenize text (a file, a folder of them, or JSONL) into llm.c token shards");
+  data_prepare
+      ->add_option("--tokenizer", prepare_args.tokenizer,
+                   "A Hugging Face tokenizer.json (byte-level BPE), GPT-2's vocab.json "
+                   "(merges.txt beside it), or a directory holding either")
+      ->required();
+  data_prepare
+      ->add_option("--input", prepare_args.input,
+                   "A UTF-8 text file, a *.jsonl file (a string field \"text\" per line), or a "
+                   "directory of *.txt / *.jsonl files")
+      ->required();
+  data_prepare->add_option("--out", prepare_args.out, "Output directory (created)")->required();
+  data_prepare
+      ->add_option("--val-fraction", prepare_args.val_fraction,
+                   "Share of the tokens (the tail) held out for validation")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
+  data_prepare
+      ->add_option("--threads", prepare_args.threads, "Encoding threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  data_prepare
+      ->add_option("--shard-tokens", prepare_args.shard_tokens, "Tokens per .bin file at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, 2147483647LL));
+  data_prepare->footer(
+      "Example:\n  trainctl data prepare --tokenizer tokenizer.json --input corpus/ --out "
+      "data/corpus\n\n"
+      "Writes DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c format: uint16 tokens, so a\n"
+      "vocabulary of at most 65536), a copy of the tokenizer files and DIR/manifest.json\n"
+      "(token counts, vocab_size, tokenizer hash, shards). Documents are separated by the\n"
+      "end-of-text token when the vocabulary has one. Train on it with\n"
+      "  data: {type: tokens, path: DIR}\n"
+      "and model.vocab_size at least the tokenizer's. Exit code 2 for an unsupported or\n"
+      "malformed tokenizer, an input that is empty or not UTF-8.");
+  std::string data_tokenizer, data_input, data_out;
+  int data_threads = 0;
+  CLI::App* data_encode = data_cmd->add_subcommand(
+      "encode", "Encode one UTF-8 text file into token ids (raw little-endian uint32)");
+  CLI::App* data_decode =
+      data_cmd->add_subcommand("decode", "Decode token ids (raw little-endian uint32) into text");
+  for (CLI::App* cmd : {data_encode, data_decode}) {
+    cmd->add_option("--tokenizer", data_tokenizer, "tokenizer.json, vocab.json or a directory")
+        ->required();
+    cmd->add_option("--input", data_input, "The file to read")->required();
+    cmd->add_option("--out", data_out, "The file to write")->required();
+  }
+  data_encode->add_option("--threads", data_threads, "Encoding threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  data_encode->footer(
+      "Example:\n  trainctl data encode --tokenizer tokenizer.json --input a.txt --out a.ids "
+      "--threads 1\n\nPrints the encoding speed (MB/s) on stderr. The ids equal those of\n"
+      "Hugging Face tokenizers' encode(text, add_special_tokens=False).");
+
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
 
@@ -309,6 +368,13 @@ int run(int argc, char** argv) {
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
   if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  if (data_prepare->parsed()) return trainctl::app::cmd_data_prepare(prepare_args);
+  if (data_encode->parsed()) {
+    return trainctl::app::cmd_data_encode(data_tokenizer, data_input, data_out, data_threads);
+  }
+  if (data_decode->parsed()) {
+    return trainctl::app::cmd_data_decode(data_tokenizer, data_input, data_out);
+  }
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     return trainctl::app::cmd_bench_comm(bench_args);
