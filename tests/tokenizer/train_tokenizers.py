@@ -47,7 +47,7 @@ def main() -> None:
         if style == "gpt2":
             tok.model.save(d)  # vocab.json + merges.txt
         for i, path in enumerate(texts):
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8", newline="") as f:
                 text = f.read()
             ids = tok.encode(text, add_special_tokens=False).ids
             with open(os.path.join(d, f"{i}.ids"), "wb") as f:
