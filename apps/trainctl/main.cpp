@@ -254,9 +254,23 @@ int run(int argc, char** argv) {
       "anything is truncated, altered, edited or missing (each problem is named on stderr:\n"
       "resume from an older checkpoint with --resume PATH) or the path holds no checkpoint.");
   CLI::App* ckpt_export = ckpt->add_subcommand(
-      "export", "Write the model as one safetensors file with nanoGPT names (loads in PyTorch)");
+      "export",
+      "Write the model as one safetensors file with nanoGPT names (loads in PyTorch), or as a "
+      "Hugging Face folder (--format hf)");
   add_ckpt(ckpt_export);
-  ckpt_export->add_option("--out", ckpt_out, "The safetensors file to write")->required();
+  std::string ckpt_format = "nanogpt", ckpt_tokenizer;
+  ckpt_export->add_option("--out", ckpt_out,
+                          "The safetensors file to write; with --format hf the folder (default: "
+                          "the run directory's hf/)");
+  ckpt_export
+      ->add_option("--format", ckpt_format,
+                   "nanogpt: one safetensors file; hf: a folder transformers loads with "
+                   "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel; GPT models only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nanogpt", "hf"}));
+  ckpt_export->add_option("--tokenizer", ckpt_tokenizer,
+                          "--format hf: the tokenizer files to include (tokenizer.json or "
+                          "vocab.json); default: those of the run's `data prepare` directory");
   ckpt_export->footer(
       "Example:\n  trainctl ckpt export runs/gpt-tiny-3d --out model.safetensors\n\n"
       "Reassembles every parameter from the shards of whatever dp/tp/pp layout wrote the\n"
@@ -264,7 +278,13 @@ int run(int argc, char** argv) {
       "(transformer.h.0.attn.c_attn.weight, ...); lm_head.weight is tied to\n"
       "transformer.wte.weight and not stored. Optimizer state is left out. --out must lie\n"
       "outside every checkpoint directory; a damaged or incomplete checkpoint is refused\n"
-      "(exit 2) and nothing is written.");
+      "(exit 2) and nothing is written.\n\n"
+      "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names; the attn.c_attn,\n"
+      "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]),\n"
+      "DIR/config.json (GPT2Config) and the tokenizer files, e.g.\n"
+      "  trainctl ckpt export runs/gpt-bpe --format hf     # -> runs/gpt-bpe/hf/\n"
+      "  python -c \"from transformers import AutoModelForCausalLM as M; "
+      "M.from_pretrained('runs/gpt-bpe/hf')\"");
   ckpt->footer(
       "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
       "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"
@@ -367,7 +387,16 @@ int run(int argc, char** argv) {
   }
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
-  if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  if (ckpt_export->parsed()) {
+    if (ckpt_format == "hf") {
+      return trainctl::app::cmd_ckpt_export_hf(ckpt_path, ckpt_out, ckpt_tokenizer);
+    }
+    if (ckpt_out.empty()) throw trainctl::InputError("ckpt export: --out FILE is required");
+    if (!ckpt_tokenizer.empty()) {
+      throw trainctl::InputError("ckpt export: --tokenizer goes with --format hf only");
+    }
+    return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  }
   if (data_prepare->parsed()) return trainctl::app::cmd_data_prepare(prepare_args);
   if (data_encode->parsed()) {
     return trainctl::app::cmd_data_encode(data_tokenizer, data_input, data_out, data_threads);
