@@ -8,7 +8,7 @@
 #include "ckpt_text.h"
 #include "config/load.h"
 #include "data/manifest.h"
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 

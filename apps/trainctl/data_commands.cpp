@@ -8,7 +8,7 @@
 
 #include "data/prepare.h"
 #include "data/tokenize_file.h"
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 #include "util/exit_codes.h"
 
 namespace trainctl::app {

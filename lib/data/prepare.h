@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 
 namespace trainctl::data {
 

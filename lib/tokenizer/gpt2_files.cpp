@@ -2,7 +2,7 @@
 // optional "#version" line, then one "left right" merge per line in rank order).
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 #include "tokenizer/vocab_parts.h"
 #include "util/error.h"
 

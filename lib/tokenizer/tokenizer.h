@@ -1,6 +1,6 @@
 #pragma once
 // A byte-level BPE tokenizer (GPT-2, Llama 3 and the like), as loaded from a Hugging Face
-// tokenizer.json or GPT-2's vocab.json + merges.txt (tokenizer/load.h). Encoding: added
+// tokenizer.json or GPT-2's vocab.json + merges.txt (load_tokenizer.h). Encoding: added
 // tokens (special tokens such as <|endoftext|>) are cut out of the text first, the rest is
 // split by the pre-tokenizer's pattern (tokenizer/split_pattern.h) and each piece encoded
 // by the BPE model; the ids equal those of `tokenizers`' encode(text,

@@ -1,7 +1,7 @@
-// Reads Hugging Face's tokenizer.json (the parts load.h lists as supported).
+// Reads Hugging Face's tokenizer.json (the parts load_tokenizer.h lists as supported).
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 #include "tokenizer/vocab_parts.h"
 #include "util/error.h"
 

@@ -7,7 +7,7 @@
 
 #include "test_scratch.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 #include "tokenizer/parallel_encode.h"
 #include "tokenizer/split_pattern.h"
 #include "tokenizer/utf8.h"

@@ -1,4 +1,4 @@
-#include "tokenizer/load.h"
+#include "tokenizer/load_tokenizer.h"
 
 #include <cstdio>
 
