@@ -90,6 +90,9 @@ struct CheckpointSpec {
   double every_minutes = 0;
   int keep_last = 3;
   bool async = true;  // write in the background while training continues
+  // After training ends (every step done), also write run_dir/hf/: the final checkpoint as
+  // a Hugging Face folder (`trainctl ckpt export --format hf`). GPT models only.
+  bool export_hf = false;
 
   bool operator==(const CheckpointSpec&) const = default;
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `trainctl ckpt export --format hf` loaded by Hugging Face transformers (PyPI 4.36.2 over
 # Debian's python3-torch): a small BPE vocabulary trained with `tokenizers`, data prepared
-# with `trainctl data prepare`, a tiny GPT trained 3 steps on tp 2, exported; then
+# with `trainctl data prepare`, a tiny GPT trained 3 steps on tp 2 and exported at the end
+# (checkpoint.export_hf) and by `ckpt export --format hf` (the same bytes); then
 # check_hf_export.py compares transformers' loss, gradients and logits with trainctl's on one
 # batch, and the exported tokenizer with trainctl's encoding.
 # Usage: check_hf_export.sh TRAINCTL_BINARY. Exit 77 (skipped) when PyPI cannot be reached.
@@ -44,10 +45,12 @@ model: {vocab_size: 400, seq_len: 32, n_layer: 2, n_head: 4, d_model: 64}
 data: {type: tokens, path: data, val_fraction: 0}
 parallel: {tp: 2}
 training: {steps: 3, micro_batch_size: 4, global_batch_size: 4}
+checkpoint: {export_hf: true}
 optimizer: {lr: 1.0e-2, warmup_steps: 0}
 YAML
-"$bin" train "$work/job.yaml" >/dev/null
-"$bin" ckpt export "$work/runs/hf-export" --format hf
+"$bin" train "$work/job.yaml" >/dev/null  # checkpoint.export_hf: writes runs/hf-export/hf
+"$bin" ckpt export "$work/runs/hf-export/checkpoints" --format hf --out "$work/hf2"
+cmp "$work/runs/hf-export/hf/model.safetensors" "$work/hf2/model.safetensors"
 "$bin" inspect step "$work/job.yaml" --set parallel.tp=1 --from "$work/runs/hf-export" \
   --out "$work/step" >/dev/null
 head -c 3000 "$text" > "$work/sample.txt"
