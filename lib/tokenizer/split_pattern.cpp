@@ -1,7 +1,5 @@
 #include "tokenizer/split_pattern.h"
 
-#include <algorithm>
-
 #include "tokenizer/unicode_classes.h"
 #include "tokenizer/utf8.h"
 
