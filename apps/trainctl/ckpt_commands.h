@@ -24,4 +24,10 @@ int cmd_ckpt_verify(const std::filesystem::path& ckpt);
 // incomplete or holds no model tensor; `out` is written only when complete.
 int cmd_ckpt_export(const std::filesystem::path& ckpt, const std::filesystem::path& out);
 
+// `--format hf`: a Hugging Face folder (checkpoint/export_hf.h) at `out` (empty: the run
+// directory's hf/), with `tokenizer`'s files, or (empty) those of the run's prepared data
+// when its config.resolved.yaml trains from a `data prepare` directory. GPT only.
+int cmd_ckpt_export_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out,
+                       const std::filesystem::path& tokenizer);
+
 }  // namespace trainctl::app

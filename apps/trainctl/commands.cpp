@@ -9,6 +9,7 @@
 
 #include "checkpoint/commit.h"
 #include "checkpoint/errors.h"
+#include "ckpt_commands.h"
 #include "comm/rank_coords.h"
 #include "config/load.h"
 #include "device/cuda_plugin.h"
@@ -173,7 +174,12 @@ int cmd_train(const LaunchArgs& args) {
     }
   }
   opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
-  return launch::run_launcher(spec, opt);
+  const int rc = launch::run_launcher(spec, opt);
+  // checkpoint.export_hf: node 0 converts the final checkpoint once every worker is done.
+  if (rc == kExitOk && spec.checkpoint.export_hf && opt.cluster.node_rank == 0) {
+    return cmd_ckpt_export_hf(spec.run_dir, {}, {});
+  }
+  return rc;
 }
 
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {

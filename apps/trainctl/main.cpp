@@ -9,6 +9,7 @@
 #include "comm/gloo/gloo_options.h"
 #include "commands.h"
 #include "report_command.h"
+#include "data_commands.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
@@ -285,9 +286,23 @@ int run(int argc, char** argv) {
       "anything is truncated, altered, edited or missing (each problem is named on stderr:\n"
       "resume from an older checkpoint with --resume PATH) or the path holds no checkpoint.");
   CLI::App* ckpt_export = ckpt->add_subcommand(
-      "export", "Write the model as one safetensors file with nanoGPT names (loads in PyTorch)");
+      "export",
+      "Write the model as one safetensors file with nanoGPT names (loads in PyTorch), or as a "
+      "Hugging Face folder (--format hf)");
   add_ckpt(ckpt_export);
-  ckpt_export->add_option("--out", ckpt_out, "The safetensors file to write")->required();
+  std::string ckpt_format = "nanogpt", ckpt_tokenizer;
+  ckpt_export->add_option("--out", ckpt_out,
+                          "The safetensors file to write; with --format hf the folder (default: "
+                          "the run directory's hf/)");
+  ckpt_export
+      ->add_option("--format", ckpt_format,
+                   "nanogpt: one safetensors file; hf: a folder transformers loads with "
+                   "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel; GPT models only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nanogpt", "hf"}));
+  ckpt_export->add_option("--tokenizer", ckpt_tokenizer,
+                          "--format hf: the tokenizer files to include (tokenizer.json or "
+                          "vocab.json); default: those of the run's `data prepare` directory");
   ckpt_export->footer(
       "Example:\n  trainctl ckpt export runs/gpt-tiny-3d --out model.safetensors\n\n"
       "Reassembles every parameter from the shards of whatever dp/tp/pp layout wrote the\n"
@@ -295,7 +310,13 @@ int run(int argc, char** argv) {
       "(transformer.h.0.attn.c_attn.weight, ...); lm_head.weight is tied to\n"
       "transformer.wte.weight and not stored. Optimizer state is left out. --out must lie\n"
       "outside every checkpoint directory; a damaged or incomplete checkpoint is refused\n"
-      "(exit 2) and nothing is written.");
+      "(exit 2) and nothing is written.\n\n"
+      "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names; the attn.c_attn,\n"
+      "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]),\n"
+      "DIR/config.json (GPT2Config) and the tokenizer files, e.g.\n"
+      "  trainctl ckpt export runs/gpt-bpe --format hf     # -> runs/gpt-bpe/hf/\n"
+      "  python -c \"from transformers import AutoModelForCausalLM as M; "
+      "M.from_pretrained('runs/gpt-bpe/hf')\"");
   ckpt->footer(
       "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
       "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"
@@ -328,6 +349,63 @@ int run(int argc, char** argv) {
       "rank when the run was profiled (trace.json, `train --profile A:B`). Reads a running\n"
       "job too: an unfinished last line of metrics.jsonl is skipped. Exit code 2 when a\n"
       "directory is not a run or has no metrics yet, or --png finds no chromium.");
+  CLI::App* data_cmd =
+      app.add_subcommand("data", "Tokenize text into training data with a BPE tokenizer");
+  data_cmd->require_subcommand(1);
+  trainctl::app::DataPrepareArgs prepare_args;
+  CLI::App* data_prepare = data_cmd->add_subcommand(
+      "prepare", "Tokenize text (a file, a folder of them, or JSONL) into llm.c token shards");
+  data_prepare
+      ->add_option("--tokenizer", prepare_args.tokenizer,
+                   "A Hugging Face tokenizer.json (byte-level BPE), GPT-2's vocab.json "
+                   "(merges.txt beside it), or a directory holding either")
+      ->required();
+  data_prepare
+      ->add_option("--input", prepare_args.input,
+                   "A UTF-8 text file, a *.jsonl file (a string field \"text\" per line), or a "
+                   "directory of *.txt / *.jsonl files")
+      ->required();
+  data_prepare->add_option("--out", prepare_args.out, "Output directory (created)")->required();
+  data_prepare
+      ->add_option("--val-fraction", prepare_args.val_fraction,
+                   "Share of the tokens (the tail) held out for validation")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
+  data_prepare
+      ->add_option("--threads", prepare_args.threads, "Encoding threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  data_prepare
+      ->add_option("--shard-tokens", prepare_args.shard_tokens, "Tokens per .bin file at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, 2147483647LL));
+  data_prepare->footer(
+      "Example:\n  trainctl data prepare --tokenizer tokenizer.json --input corpus/ --out "
+      "data/corpus\n\n"
+      "Writes DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c format: uint16 tokens, so a\n"
+      "vocabulary of at most 65536), a copy of the tokenizer files and DIR/manifest.json\n"
+      "(token counts, vocab_size, tokenizer hash, shards). Documents are separated by the\n"
+      "end-of-text token when the vocabulary has one. Train on it with\n"
+      "  data: {type: tokens, path: DIR}\n"
+      "and model.vocab_size at least the tokenizer's. Exit code 2 for an unsupported or\n"
+      "malformed tokenizer, an input that is empty or not UTF-8.");
+  std::string data_tokenizer, data_input, data_out;
+  int data_threads = 0;
+  CLI::App* data_encode = data_cmd->add_subcommand(
+      "encode", "Encode one UTF-8 text file into token ids (raw little-endian uint32)");
+  CLI::App* data_decode =
+      data_cmd->add_subcommand("decode", "Decode token ids (raw little-endian uint32) into text");
+  for (CLI::App* cmd : {data_encode, data_decode}) {
+    cmd->add_option("--tokenizer", data_tokenizer, "tokenizer.json, vocab.json or a directory")
+        ->required();
+    cmd->add_option("--input", data_input, "The file to read")->required();
+    cmd->add_option("--out", data_out, "The file to write")->required();
+  }
+  data_encode->add_option("--threads", data_threads, "Encoding threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  data_encode->footer(
+      "Example:\n  trainctl data encode --tokenizer tokenizer.json --input a.txt --out a.ids "
+      "--threads 1\n\nPrints the encoding speed (MB/s) on stderr. The ids equal those of\n"
+      "Hugging Face tokenizers' encode(text, add_special_tokens=False).");
 
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
   worker->group("");  // hidden: users never type it
@@ -371,7 +449,23 @@ int run(int argc, char** argv) {
   }
   if (ckpt_info->parsed()) return trainctl::app::cmd_ckpt_info(ckpt_path, ckpt_tensors, ckpt_json);
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
-  if (ckpt_export->parsed()) return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  if (ckpt_export->parsed()) {
+    if (ckpt_format == "hf") {
+      return trainctl::app::cmd_ckpt_export_hf(ckpt_path, ckpt_out, ckpt_tokenizer);
+    }
+    if (ckpt_out.empty()) throw trainctl::InputError("ckpt export: --out FILE is required");
+    if (!ckpt_tokenizer.empty()) {
+      throw trainctl::InputError("ckpt export: --tokenizer goes with --format hf only");
+    }
+    return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
+  }
+  if (data_prepare->parsed()) return trainctl::app::cmd_data_prepare(prepare_args);
+  if (data_encode->parsed()) {
+    return trainctl::app::cmd_data_encode(data_tokenizer, data_input, data_out, data_threads);
+  }
+  if (data_decode->parsed()) {
+    return trainctl::app::cmd_data_decode(data_tokenizer, data_input, data_out);
+  }
   if (report->parsed()) return trainctl::app::cmd_report(report_args);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;

@@ -80,7 +80,7 @@ std::string to_yaml(const JobSpec& s) {
   const CheckpointSpec& c = s.checkpoint;
   y << "checkpoint:\n  every_steps: " << c.every_steps
     << "\n  every_minutes: " << format_real(c.every_minutes) << "\n  keep_last: " << c.keep_last
-    << "\n  async: " << boolean(c.async) << "\n";
+    << "\n  async: " << boolean(c.async) << "\n  export_hf: " << boolean(c.export_hf) << "\n";
 
   y << "logging:\n  every_steps: " << s.logging.every_steps
     << "\n  tensorboard: " << boolean(s.logging.tensorboard) << "\n";

@@ -14,6 +14,12 @@ const char* to_string(Device d) {
   return "?";
 }
 
+std::string JobSpec::where(const std::string& key_path) const {
+  auto it = key_origins.find(key_path);
+  if (it != key_origins.end()) return it->second;
+  return spec_path.empty() ? std::string("job spec") : spec_path.string();
+}
+
 bool JobSpec::operator==(const JobSpec& o) const {
   auto fields = [](const JobSpec& s) {
     return std::tie(s.name, s.run_dir, s.seed, s.device, s.model, s.data, s.parallel, s.training,

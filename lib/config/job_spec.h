@@ -3,6 +3,7 @@
 // (config/load.h); nothing below the CLI ever sees YAML. Defaults live here.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -93,6 +94,9 @@ struct CheckpointSpec {
   double every_minutes = 0;
   int keep_last = 3;
   bool async = true;  // write in the background while training continues
+  // After training ends (every step done), also write run_dir/hf/: the final checkpoint as
+  // a Hugging Face folder (`trainctl ckpt export --format hf`). GPT models only.
+  bool export_hf = false;
 
   bool operator==(const CheckpointSpec&) const = default;
 };
@@ -142,6 +146,13 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   LoggingSpec logging;
   RuntimeSpec runtime;
+
+  // Where the keys that checks made after loading point at (model.vocab_size, data.path)
+  // were given: "job.yaml:3:30", a `--set` argument, or the enclosing section for a default.
+  // Not part of the configuration (operator== ignores it).
+  std::map<std::string, std::string> key_origins;
+  // key_origins' entry for key_path, else the spec file's name.
+  std::string where(const std::string& key_path) const;
 
   int world_size() const { return parallel.dp * parallel.tp * parallel.pp; }
   int grad_accum() const {

@@ -72,6 +72,9 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
                                       : resolve(spec.run_dir, base_for("run_dir"));
 
   detail::validate_job_spec(spec, locations);
+  for (const char* key : {"model.vocab_size", "data.path"}) {
+    spec.key_origins[key] = locations.where(key);
+  }
   return spec;
 }
 

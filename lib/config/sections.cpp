@@ -155,12 +155,13 @@ void read_precision(const MapReader& top, PrecisionSpec& precision) {
 }
 
 void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
-  const MapReader r =
-      top.section("checkpoint", {"every_steps", "every_minutes", "keep_last", "async"});
+  const MapReader r = top.section(
+      "checkpoint", {"every_steps", "every_minutes", "keep_last", "async", "export_hf"});
   r.read("every_steps", checkpoint.every_steps, {0});
   r.read("every_minutes", checkpoint.every_minutes, {0});
   r.read("keep_last", checkpoint.keep_last, {1, 1000000});
   r.read("async", checkpoint.async);
+  r.read("export_hf", checkpoint.export_hf);
 }
 
 void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpec& logging) {

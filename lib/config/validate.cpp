@@ -225,10 +225,15 @@ void check_data(const JobSpec& s, const Checker& c) {
   // token file's contents are checked before launch too, by data/file_checks.h (the config
   // layer knows no file formats).
   struct stat st {};
-  if (::stat(d.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  // data.type tokens also takes a directory written by `trainctl data prepare` (its
+  // manifest.json is checked with the data, data/manifest.h).
+  if (::stat(d.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !(d.type == "tokens" && S_ISDIR(st.st_mode))) {
     c.fail("data.path", d.path.string() + " is " + file_kind(st.st_mode) +
                             ", not a regular file; data.path names one " +
-                            (d.type == "text" ? "text" : "token") + " file.");
+                            (d.type == "text" ? "text file."
+                                              : "token file or a directory written by "
+                                                "`trainctl data prepare`."));
   }
   if (d.type == "text") {
     const uintmax_t bytes = fs::file_size(d.path, ec);

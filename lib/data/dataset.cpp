@@ -3,6 +3,8 @@
 #include <limits>
 
 #include "data/corpus.h"
+#include "data/manifest.h"
+#include "data/manifest_dataset.h"
 #include "data/synthetic.h"
 #include "util/error.h"
 
@@ -12,6 +14,9 @@ double Dataset::best_loss() const { return std::numeric_limits<double>::quiet_Na
 
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options) {
   if (options.type == "synthetic") return std::make_unique<SyntheticDataset>(options);
+  if (options.type == "tokens" && is_token_directory(options.path)) {
+    return std::make_unique<ManifestDataset>(options);
+  }
   if (options.type == "text" || options.type == "tokens") {
     return std::make_unique<CorpusDataset>(options);
   }

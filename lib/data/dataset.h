@@ -13,7 +13,7 @@ enum class Split { train, val };
 
 struct DatasetOptions {
   std::string type = "synthetic";  // synthetic | text | tokens
-  std::filesystem::path path;      // text / tokens
+  std::filesystem::path path;      // text / tokens (a file, or a `data prepare` directory)
   double val_fraction = 0.05;      // tail of the corpus held out for validation
   uint64_t seed = 0;
   int vocab_size = 256;

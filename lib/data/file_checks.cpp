@@ -1,5 +1,7 @@
 #include "data/file_checks.h"
 
+#include "data/manifest.h"
+#include "data/manifest_dataset.h"
 #include "util/error.h"
 #include "util/regular_file.h"
 
@@ -34,6 +36,9 @@ void check_split_sizes(size_t tokens, const DatasetOptions& options) {
 
 std::string check_dataset_file(const DatasetOptions& options) {
   const std::string p = options.path.string();
+  if (options.type == "tokens" && is_token_directory(options.path)) {
+    return check_token_directory(options);
+  }
   if (options.type == "tokens") {
     const TokenFile file(options.path);
     const uint16_t max_token = check_token_ids(file, options.vocab_size);

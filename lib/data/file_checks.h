@@ -30,7 +30,8 @@ size_t train_split_size(size_t tokens, double val_fraction);
 // vocab_size and the split sizes; for text that it is a regular, non-empty file and the
 // split sizes (it is not read: every byte is a valid token). Returns a line for
 // `validate`, e.g. "/data/train.bin: llm.c token file, 1000000 tokens, ids 0..50256";
-// empty for synthetic data. Throws InputError.
+// empty for synthetic data. A tokens directory (`trainctl data prepare`) gets
+// check_token_directory (data/manifest_dataset.h). Throws InputError.
 std::string check_dataset_file(const DatasetOptions& options);
 
 }  // namespace trainctl::data

@@ -1,0 +1,186 @@
+#include "checkpoint/export_hf.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/durable_file.h"
+#include "checkpoint/errors.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/shard_writer.h"
+#include "util/error.h"
+
+namespace trainctl::checkpoint {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// nn.Linear in trainctl ([out, in]); Conv1D in GPT2LMHeadModel ([in, out]).
+bool is_conv1d(const std::string& name) {
+  for (const char* suffix :
+       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> out(v.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+  }
+  return out;
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out.flush()) throw InputError(path.string() + ": cannot write");
+  }
+  fs::rename(tmp, path);
+}
+
+nlohmann::json gpt2_config(const model::GptConfig& c, const std::optional<int64_t>& eos) {
+  nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
+                      {"model_type", "gpt2"},
+                      {"vocab_size", c.vocab_size},
+                      {"n_positions", c.max_seq_len},
+                      {"n_ctx", c.max_seq_len},
+                      {"n_embd", c.d_model},
+                      {"n_layer", c.n_layer},
+                      {"n_head", c.n_head},
+                      {"n_inner", nullptr},
+                      {"activation_function", "gelu_new"},
+                      {"resid_pdrop", 0.0},
+                      {"embd_pdrop", 0.0},
+                      {"attn_pdrop", 0.0},
+                      {"layer_norm_epsilon", 1e-5},
+                      {"initializer_range", 0.02},
+                      {"scale_attn_weights", true},
+                      {"tie_word_embeddings", true},
+                      {"use_cache", true},
+                      {"torch_dtype", "float32"},
+                      {"producer", "trainctl " TRAINCTL_VERSION}};
+  if (eos) {
+    j["bos_token_id"] = *eos;
+    j["eos_token_id"] = *eos;
+  }
+  return j;
+}
+
+// tokenizer.json with its merges as "a b" strings: tokenizers 0.20 and later write
+// [a, b] pairs, which the versions transformers 4.36 needs (< 0.19) cannot read; byte-level
+// tokens hold no space, so the string form says the same.
+void write_compatible_tokenizer_json(const fs::path& from, const fs::path& to) {
+  std::ifstream in(from, std::ios::binary);
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(in);
+  auto& merges = doc["model"]["merges"];
+  bool convertible = merges.is_array();
+  for (const auto& m : merges) {
+    if (m.is_array() && (m.size() != 2 || m[0].get<std::string>().find(' ') != std::string::npos ||
+                         m[1].get<std::string>().find(' ') != std::string::npos)) {
+      convertible = false;
+    }
+  }
+  if (convertible) {
+    for (auto& m : merges) {
+      if (m.is_array()) m = m[0].get<std::string>() + " " + m[1].get<std::string>();
+    }
+  }
+  write_text(to, doc.dump(2) + "\n");
+}
+
+void copy_tokenizer(const HfExportOptions& o, int max_len) {
+  bool fast = false;
+  for (const fs::path& f : o.tokenizer_files) {
+    if (f.filename() == "tokenizer.json") {
+      write_compatible_tokenizer_json(f, o.out_dir / f.filename());
+      fast = true;
+    } else {
+      fs::copy_file(f, o.out_dir / f.filename(), fs::copy_options::overwrite_existing);
+    }
+  }
+  if (o.tokenizer_files.empty()) return;
+  nlohmann::json cfg = {{"tokenizer_class", fast ? "PreTrainedTokenizerFast" : "GPT2Tokenizer"},
+                        {"model_max_length", max_len},
+                        {"add_prefix_space", false}};
+  write_text(o.out_dir / "tokenizer_config.json", cfg.dump(2) + "\n");
+}
+
+}  // namespace
+
+void require_gpt_checkpoint(CheckpointReader& reader) {
+  const std::vector<std::string> names = reader.tensor_names();
+  const bool gpt =
+      std::find(names.begin(), names.end(), "transformer.h.0.attn.c_attn.weight") != names.end() &&
+      std::find(names.begin(), names.end(), "transformer.wpe.weight") != names.end();
+  if (!gpt) {
+    throw InputError("checkpoint " + reader.dir().string() +
+                     " does not hold a GPT model (no transformer.wpe / transformer.h.0.attn "
+                     "tensors); --format hf exports GPT models (GPT2LMHeadModel) only so far");
+  }
+}
+
+ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {
+  const fs::path model_file = o.out_dir / "model.safetensors";
+  check_export_target(reader.dir(), model_file);
+  require_gpt_checkpoint(reader);
+  const std::vector<std::string> problems = reader.check_coverage();
+  if (!problems.empty()) throw CheckpointCorrupt(problems.front());
+  std::vector<std::string> names;
+  for (const std::string& name : reader.tensor_names()) {
+    if (!is_optimizer_tensor(name)) names.push_back(name);
+  }
+  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return nanogpt_position(a) < nanogpt_position(b);
+  });
+  std::vector<SafetensorsEntry> entries;
+  for (const std::string& name : names) {
+    Shape shape = reader.global_shape(name);
+    if (is_conv1d(name)) std::reverse(shape.begin(), shape.end());
+    entries.push_back({name, "F32", shape, 0, 0});
+  }
+  // transformers refuses safetensors files whose metadata lacks format "pt".
+  const std::string header = encode_safetensors_header(
+      entries, {{"format", "pt"}, {"producer", "trainctl " TRAINCTL_VERSION}});
+
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw InputError(o.out_dir.string() + ": cannot create the directory: " + ec.message());
+  ExportSummary summary;
+  const fs::path tmp = model_file.string() + ".tmp";
+  try {
+    DurableFile file(tmp);
+    file.write(header.data(), header.size());
+    for (const std::string& name : names) {
+      std::vector<float> values = reader.read_full(name);
+      if (is_conv1d(name)) {
+        const Shape s = reader.global_shape(name);
+        values = transposed(values, s[0], s[1]);
+      }
+      file.write(values.data(), values.size() * sizeof(float));
+      ++summary.tensors;
+      summary.parameters += static_cast<int64_t>(values.size());
+    }
+    file.finish();
+    summary.bytes = file.bytes();
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fs::rename(tmp, model_file);
+  const model::GptConfig& c = reader.metadata().model;
+  write_text(o.out_dir / "config.json", gpt2_config(c, o.eos_token_id).dump(2) + "\n");
+  copy_tokenizer(o, c.max_seq_len);
+  return summary;
+}
+
+}  // namespace trainctl::checkpoint

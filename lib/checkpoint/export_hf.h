@@ -1,0 +1,37 @@
+#pragma once
+// A checkpoint's GPT as a Hugging Face folder that `transformers` loads with
+// AutoModelForCausalLM.from_pretrained(dir) (GPT2LMHeadModel):
+//   model.safetensors  the parameters under GPT2LMHeadModel's names (nanoGPT's names are
+//                      the same); the four projection matrices (attn.c_attn, attn.c_proj,
+//                      mlp.c_fc, mlp.c_proj) transposed to Conv1D's [in, out] layout
+//                      (trainctl stores nn.Linear's [out, in]); lm_head is tied to wte
+//   config.json        GPT2Config: dimensions, n_positions = the model's seq_len,
+//                      activation gelu_new (tanh GELU), layer_norm_epsilon 1e-5, no dropout
+//   tokenizer files    when given: copied, with a tokenizer_config.json naming the class
+// Only GPT checkpoints are exported; any other model is refused with an InputError.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "checkpoint/export.h"
+#include "checkpoint/reader.h"
+
+namespace trainctl::checkpoint {
+
+struct HfExportOptions {
+  std::filesystem::path out_dir;
+  // tokenizer.json, or vocab.json + merges.txt; empty: no tokenizer files.
+  std::vector<std::filesystem::path> tokenizer_files;
+  std::optional<int64_t> eos_token_id;  // the tokenizer's end-of-text token
+};
+
+// Names the model a checkpoint holds ("gpt"), or throws InputError saying that only GPT
+// exports to the Hugging Face format.
+void require_gpt_checkpoint(CheckpointReader& reader);
+
+// Writes the folder (model.safetensors atomically, one tensor at a time). The same
+// refusals as export_full_model (damaged, incomplete, out_dir inside a checkpoint).
+ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& options);
+
+}  // namespace trainctl::checkpoint

@@ -1,0 +1,135 @@
+#include "data/manifest_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "data/file_checks.h"
+#include "util/error.h"
+#include "util/random.h"
+
+namespace trainctl::data {
+
+namespace {
+
+void check_vocab(const TokenManifest& m, const DatasetOptions& o) {
+  if (m.vocab_size > o.vocab_size) {
+    throw InputError((o.path / kManifestName).string() + ": the tokenizer has " +
+                     std::to_string(m.vocab_size) + " tokens but model.vocab_size is " +
+                     std::to_string(o.vocab_size) + "; set model.vocab_size to at least " +
+                     std::to_string(m.vocab_size));
+  }
+}
+
+void check_shard(const TokenFile& f, const ShardEntry& e, const DatasetOptions& o) {
+  if (static_cast<int64_t>(f.size()) != e.tokens) {
+    throw InputError(f.path().string() + ": holds " + std::to_string(f.size()) +
+                     " tokens but manifest.json says " + std::to_string(e.tokens) +
+                     "; the directory was changed after `trainctl data prepare`: prepare it again");
+  }
+  check_token_ids(f, o.vocab_size);
+}
+
+uint64_t windows_of(size_t tokens, size_t window) {
+  return tokens >= window ? tokens - window + 1 : 0;
+}
+
+void check_windows(const char* split, size_t tokens, uint64_t windows, const DatasetOptions& o) {
+  if (windows == 0) {
+    throw InputError((o.path / kManifestName).string() + ": the " + split + " split (" +
+                     std::to_string(tokens) + " tokens) has no shard of model.seq_len + 1 = " +
+                     std::to_string(o.seq_len + 1) + " tokens" +
+                     (std::string(split) == "val"
+                          ? "; prepare with a larger --val-fraction, or set data.val_fraction: 0 "
+                            "and training.eval_every: 0 to train without validation"
+                          : "; use more text or a smaller model.seq_len"));
+  }
+}
+
+}  // namespace
+
+ManifestDataset::ManifestDataset(const DatasetOptions& options)
+    : opt_(options), manifest_(read_manifest(options.path)) {
+  check_vocab(manifest_, opt_);
+  open_split(manifest_.train, train_);
+  open_split(manifest_.val, val_);
+  check_windows("train", train_.tokens, train_.windows, opt_);
+  if (opt_.val_fraction > 0) check_windows("val", val_.tokens, val_.windows, opt_);
+}
+
+void ManifestDataset::open_split(const std::vector<ShardEntry>& shards, SplitFiles& out) const {
+  const size_t window = static_cast<size_t>(opt_.seq_len) + 1;
+  for (const ShardEntry& e : shards) {
+    auto f = std::make_unique<TokenFile>(opt_.path / e.file);
+    check_shard(*f, e, opt_);
+    out.first_window.push_back(out.windows);
+    out.windows += windows_of(f->size(), window);
+    out.tokens += f->size();
+    out.files.push_back(std::move(f));
+  }
+}
+
+void ManifestDataset::sample(Split split, uint64_t index, int32_t* tokens, int32_t* targets) const {
+  const SplitFiles& s = split == Split::train ? train_ : val_;
+  if (s.windows == 0) {
+    throw InputError(opt_.path.string() + ": the validation split has no window to sample");
+  }
+  const uint64_t h = rng::hash(opt_.seed, split == Split::train ? 0x7a11 : 0x5a1d, index);
+  const uint64_t w = h % s.windows;
+  const size_t f =
+      static_cast<size_t>(std::upper_bound(s.first_window.begin(), s.first_window.end(), w) -
+                          s.first_window.begin() - 1);
+  const uint16_t* src = s.files[f]->tokens() + (w - s.first_window[f]);
+  for (int t = 0; t < opt_.seq_len; ++t) {
+    tokens[t] = src[t];
+    targets[t] = src[t + 1];
+  }
+}
+
+std::string ManifestDataset::describe() const {
+  std::ostringstream os;
+  os << opt_.path.string() << " (prepared tokens, " << manifest_.tokenizer_kind << " "
+     << manifest_.tokenizer_hash << ", vocab " << manifest_.vocab_size
+     << "): " << train_.tokens + val_.tokens << " tokens, " << train_.tokens << " train in "
+     << train_.files.size() << " files / " << val_.tokens << " validation";
+  return os.str();
+}
+
+double ManifestDataset::unigram_entropy() const {
+  std::vector<double> counts(65536, 0.0);
+  for (const auto& f : train_.files) {
+    for (size_t i = 0; i < f->size(); ++i) counts[f->tokens()[i]] += 1.0;
+  }
+  double h = 0.0;
+  const auto n = static_cast<double>(train_.tokens);
+  for (double c : counts) {
+    if (c > 0) h -= c / n * std::log(c / n);
+  }
+  return h;
+}
+
+std::string check_token_directory(const DatasetOptions& options) {
+  const TokenManifest m = read_manifest(options.path);
+  check_vocab(m, options);
+  const size_t window = static_cast<size_t>(options.seq_len) + 1;
+  size_t tokens[2] = {0, 0};
+  uint64_t windows[2] = {0, 0};
+  uint16_t max_id = 0;
+  for (int s = 0; s < 2; ++s) {
+    for (const ShardEntry& e : s == 0 ? m.train : m.val) {
+      const TokenFile f(options.path / e.file);
+      check_shard(f, e, options);
+      max_id = std::max(max_id, f.max_token());
+      tokens[s] += f.size();
+      windows[s] += windows_of(f.size(), window);
+    }
+  }
+  check_windows("train", tokens[0], windows[0], options);
+  if (options.val_fraction > 0) check_windows("val", tokens[1], windows[1], options);
+  return options.path.string() + ": prepared tokens (" + m.tokenizer_kind + ", vocab " +
+         std::to_string(m.vocab_size) + ", " + m.tokenizer_hash + "), " +
+         std::to_string(tokens[0]) + " train in " + std::to_string(m.train.size()) + " files + " +
+         std::to_string(tokens[1]) + " validation tokens, ids 0.." + std::to_string(max_id);
+}
+
+}  // namespace trainctl::data

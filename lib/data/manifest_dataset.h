@@ -1,0 +1,43 @@
+#pragma once
+// A directory prepared by `trainctl data prepare` (data/manifest.h) as a dataset: the
+// training and validation splits are the manifest's shard lists (data.val_fraction is not
+// used: the split was made when the data was prepared). Sample i of a split is the window
+// starting at an offset drawn from hash(seed, split, i) among every window that lies inside
+// one shard (windows never span two files).
+#include <memory>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/manifest.h"
+#include "data/token_file.h"
+
+namespace trainctl::data {
+
+class ManifestDataset : public Dataset {
+ public:
+  explicit ManifestDataset(const DatasetOptions& options);
+  void sample(Split split, uint64_t index, int32_t* tokens, int32_t* targets) const override;
+  std::string describe() const override;
+  double unigram_entropy() const override;
+
+ private:
+  struct SplitFiles {
+    std::vector<std::unique_ptr<TokenFile>> files;
+    std::vector<uint64_t> first_window;  // prefix sums of each file's window count
+    uint64_t windows = 0;
+    size_t tokens = 0;
+  };
+  void open_split(const std::vector<ShardEntry>& shards, SplitFiles& out) const;
+
+  DatasetOptions opt_;
+  TokenManifest manifest_;
+  SplitFiles train_, val_;
+};
+
+// The checks ManifestDataset makes, without keeping the files open (data/file_checks.h):
+// the manifest, every shard's structure and token count, ids below vocab_size, and windows
+// of seq_len + 1 tokens in the training split (and in the validation split when
+// val_fraction > 0). Returns the line `validate` prints.
+std::string check_token_directory(const DatasetOptions& options);
+
+}  // namespace trainctl::data

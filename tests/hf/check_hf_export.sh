@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `trainctl ckpt export --format hf` loaded by Hugging Face transformers (PyPI 4.36.2 over
+# Debian's python3-torch): a small BPE vocabulary trained with `tokenizers`, data prepared
+# with `trainctl data prepare`, a tiny GPT trained 3 steps on tp 2 and exported at the end
+# (checkpoint.export_hf) and by `ckpt export --format hf` (the same bytes); then
+# check_hf_export.py compares transformers' loss, gradients and logits with trainctl's on one
+# batch, and the exported tokenizer with trainctl's encoding.
+# Usage: check_hf_export.sh TRAINCTL_BINARY. Exit 77 (skipped) when PyPI cannot be reached.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${1:-$root/build/trainctl}
+venv=${TRAINCTL_HFVENV:-$root/build/hfvenv}
+if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  # --no-deps: transformers would otherwise pull a new torch; Debian's 1.13 is what it uses.
+  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+      'transformers==4.36.2' 'tokenizers>=0.14,<0.19' 'huggingface-hub>=0.19.3,<0.21' \
+      'safetensors>=0.4' regex tqdm packaging filelock fsspec; then
+    echo "skipped: could not install transformers from PyPI"
+    exit 77
+  fi
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+text=$work/corpus.txt
+for i in 1 2 3 4 5 6; do cat "$root/tests/data/tokenizer/unicode_sample.txt" "$root/README.md"; done > "$text"
+"$venv/bin/python" - "$text" "$work/tokenizer.json" <<'PY'
+import sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+tok.train([sys.argv[1]], trainers.BpeTrainer(
+    vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+tok.save(sys.argv[2])
+PY
+"$bin" data prepare --tokenizer "$work/tokenizer.json" --input "$text" --out "$work/data" \
+  --val-fraction 0.1 >/dev/null 2>&1
+cat > "$work/job.yaml" <<'YAML'
+name: hf-export
+seed: 7
+model: {vocab_size: 400, seq_len: 32, n_layer: 2, n_head: 4, d_model: 64}
+data: {type: tokens, path: data, val_fraction: 0}
+parallel: {tp: 2}
+training: {steps: 3, micro_batch_size: 4, global_batch_size: 4}
+checkpoint: {export_hf: true}
+optimizer: {lr: 1.0e-2, warmup_steps: 0}
+YAML
+"$bin" train "$work/job.yaml" >/dev/null  # checkpoint.export_hf: writes runs/hf-export/hf
+"$bin" ckpt export "$work/runs/hf-export/checkpoints" --format hf --out "$work/hf2"
+cmp "$work/runs/hf-export/hf/model.safetensors" "$work/hf2/model.safetensors"
+"$bin" inspect step "$work/job.yaml" --set parallel.tp=1 --from "$work/runs/hf-export" \
+  --out "$work/step" >/dev/null
+head -c 3000 "$text" > "$work/sample.txt"
+"$bin" data encode --tokenizer "$work/tokenizer.json" --input "$work/sample.txt" \
+  --out "$work/sample.ids" 2>/dev/null
+"$venv/bin/python" "$here/check_hf_export.py" "$work/runs/hf-export/hf" "$work/step" \
+  "$work/sample.txt" "$work/sample.ids"
