@@ -16,6 +16,7 @@
 #include "launch/prefixed_store.h"
 #include "launch/rank_map.h"
 #include "launch/run_dir_lock.h"
+#include "launch/shared_dir_check.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
 #include "launch/worker_process.h"
@@ -32,6 +33,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTick{200};       // supervision loop wake-up
 constexpr milliseconds kAbortPoll{500};  // how often other nodes' failures are checked
 constexpr size_t kLogTailLines = 20;
+// How long a node waits for node 0's token file once node 0's store is up (network file
+// systems may show a new file late) before it concludes run_dir is not shared.
+constexpr milliseconds kTokenFileGrace{10000};
 
 std::string self_exe() {
   char buf[PATH_MAX];
@@ -98,6 +102,8 @@ class Launcher {
   // Returns false when a stop signal arrived first.
   bool connect_store();
   bool join_nodes(int attempt);
+  // Every node sees node 0's run_dir, data file and spec, else InputError on every node.
+  void check_shared_files();
   void start_workers(int attempt);
   AttemptResult supervise(int attempt);
   void stop_workers(milliseconds grace);
@@ -165,8 +171,12 @@ bool Launcher::connect_store() {
   std::string last_error = "no token yet: neither --token/TRAINCTL_TOKEN nor " +
                            token_file.string() + " (written by node 0)";
   bool waiting_logged = false;
+  // Node 0 writes the token file before its store starts listening: a store that is up
+  // while this node finds no current token file means run_dir is not shared with node 0.
+  std::optional<Clock::time_point> store_up_without_token;
   while (Clock::now() < deadline) {
     std::optional<std::string> token = opt_.token ? opt_.token : read_token_file(token_file);
+    bool token_failed = !token;
     if (token) {
       try {
         client_options.connect_timeout = std::chrono::seconds(2);
@@ -177,9 +187,27 @@ bool Launcher::connect_store() {
       } catch (const TokenRejectedError& e) {
         if (opt_.token) throw;  // the user's token is wrong: retrying will not help
         last_error = e.what();
+        token_failed = true;
       } catch (const RendezvousError& e) {
         last_error = e.what();
       }
+    }
+    if (!token_failed) {
+      store_up_without_token.reset();
+    } else if (!store_up_without_token) {
+      if (store_reachable(c.master_addr, c.master_port, milliseconds(500))) {
+        store_up_without_token = Clock::now();
+      }
+    } else if (Clock::now() - *store_up_without_token >= kTokenFileGrace) {
+      throw InputError(
+          "node " + std::to_string(node_) + ": node 0's rendezvous store at " + c.master_addr +
+          ":" + std::to_string(c.master_port) + " is up, but " + token_file.string() +
+          ", which node 0 writes before starting it, " +
+          (token ? "holds another run's token" : "is missing") + " here after " +
+          seconds_text(kTokenFileGrace) + ": run_dir " + spec_.run_dir.string() +
+          " is not the directory node 0 uses. Every node writes checkpoints into run_dir, so put "
+          "it on a shared file system (NFS, Lustre, ...) or on a directory that every node "
+          "mounts at the same path");
     }
     if (!waiting_logged) {
       spdlog::info("waiting for node 0's rendezvous store at {}:{} ({})", c.master_addr,
@@ -213,7 +241,9 @@ bool Launcher::join_nodes(int attempt) {
       throw RendezvousError(
           "node(s) " + missing + " did not join within " + seconds_text(rendezvous_timeout_) +
           ": start one launcher per node with the same --nnodes, --master-addr and "
-          "--master-port (under Slurm: srun --ntasks-per-node=1 trainctl ...)");
+          "--master-port (under Slurm: srun --ntasks-per-node=1 trainctl ...), the same "
+          "--token/TRAINCTL_TOKEN if one is given, and a run_dir that all nodes share (the "
+          "missing node's own log says why it did not join)");
     }
     if (int sig = signals_.wait(kTick)) {
       preempted_before_start(sig);
@@ -225,6 +255,17 @@ bool Launcher::join_nodes(int attempt) {
                  attempt, node_addr_);
   }
   return true;
+}
+
+void Launcher::check_shared_files() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  SharedFilesCheckOptions o;
+  o.node = node_;
+  o.nnodes = nnodes_;
+  o.host = "host " + std::string(host) + ", " + node_addr_;
+  o.timeout = rendezvous_timeout_;
+  check_nodes_share_files(*store_, spec_, config::to_yaml(spec_), o);
 }
 
 void Launcher::start_workers(int attempt) {
@@ -485,6 +526,7 @@ int Launcher::run() {
   const int max_restarts = std::max(0, spec_.runtime.max_restarts);
   for (int attempt = 0;; ++attempt) {
     if (!join_nodes(attempt)) return kExitPreempted;
+    if (attempt == 0) check_shared_files();
     start_workers(attempt);
     AttemptResult r = supervise(attempt);
     if (r.ending == Ending::success && wait_for_other_nodes(attempt, r)) {

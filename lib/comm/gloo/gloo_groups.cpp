@@ -72,6 +72,7 @@ std::unique_ptr<Communicator> connect_group(gloo::rendezvous::Store& store,
       }
       spdlog::info("group {}: allreduce over TCP, not shared memory: {}", name, why_not);
     }
+    if (shm) spdlog::info("group {}: shared memory (all {} ranks on this host)", name, group_size);
   }
   return std::make_unique<GlooCommunicator>(std::move(context), name, options, std::move(shm));
 }
