@@ -13,6 +13,7 @@
 #include "config/load.h"
 #include "launch/job_token.h"
 #include "launch/launcher_signals.h"
+#include "launch/node_heartbeat.h"
 #include "launch/prefixed_store.h"
 #include "launch/rank_map.h"
 #include "launch/run_dir_lock.h"
@@ -33,6 +34,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTick{200};       // supervision loop wake-up
 constexpr milliseconds kAbortPoll{500};  // how often other nodes' failures are checked
 constexpr size_t kLogTailLines = 20;
+// After a worker failed, how long this node watches the other launchers' heartbeats (and
+// waits for another node's abort) before it reports the failure as its own.
+constexpr milliseconds kNodeSilence{1500};
 // How long a node waits for node 0's token file once node 0's store is up (network file
 // systems may show a new file late) before it concludes run_dir is not shared.
 constexpr milliseconds kTokenFileGrace{10000};
@@ -114,6 +118,12 @@ class Launcher {
   // The abort reason another node published, waiting up to `limit` for one to appear.
   std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
   std::optional<std::string> abort_reason(int attempt);
+  // The other nodes whose launcher stopped beating while this node watched, as
+  // "node 1 (10.77.0.2)"; empty when none (or another node published an abort meanwhile).
+  std::string silent_nodes(int attempt);
+  void beat() {
+    if (beats_) beats_->beat();
+  }
   int preempted_before_start(int sig);
 
   const config::JobSpec& spec_;
@@ -130,6 +140,7 @@ class Launcher {
   std::shared_ptr<TcpStoreClient> store_;
   std::vector<WorkerProcess> workers_;
   std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
+  std::optional<NodeHeartbeats> beats_;     // multi-node: this attempt's launcher heartbeats
 };
 
 void Launcher::prepare_run_dir() {
@@ -313,6 +324,7 @@ void Launcher::stop_workers(milliseconds grace) {
     return running;
   };
   while (any_running() && Clock::now() < deadline) {
+    beat();
     if (int sig = signals_.wait(milliseconds(50))) {
       spdlog::warn("received {} again: killing the workers now", signal_name(sig));
       break;
@@ -393,6 +405,7 @@ std::optional<std::string> Launcher::wait_for_abort(int attempt, milliseconds li
     for (;;) {
       if (auto reason = abort_reason(attempt)) return reason;
       if (Clock::now() >= deadline) return std::nullopt;
+      beat();
       std::this_thread::sleep_for(milliseconds(100));
     }
   } catch (const RendezvousError&) {
@@ -406,9 +419,28 @@ std::optional<std::string> Launcher::abort_reason(int attempt) {
   return store_->get_string(key, std::chrono::seconds(5));
 }
 
+std::string Launcher::silent_nodes(int attempt) {
+  const std::vector<int64_t> before = beats_->sample();
+  if (wait_for_abort(attempt, kNodeSilence)) return "";
+  std::string names;
+  for (int n : beats_->silent_between(before, beats_->sample())) {
+    std::string addr;
+    try {
+      addr = store_->get_string(attempt_prefix(attempt) + "launcher/" + std::to_string(n),
+                                milliseconds(1000));
+    } catch (const RendezvousError&) {
+    }
+    names += (names.empty() ? "" : ", ") + ("node " + std::to_string(n)) +
+             (addr.empty() ? "" : " (" + addr + ")");
+  }
+  return names;
+}
+
 AttemptResult Launcher::supervise(int attempt) {
   auto next_abort_poll = Clock::now() + kAbortPoll;
+  if (nnodes_ > 1) beats_.emplace(*store_, attempt_prefix(attempt) + "beat/", node_, nnodes_);
   for (;;) {
+    beat();
     std::vector<const WorkerProcess*> failed;
     bool all_done = true;
     for (auto& w : workers_) {
@@ -424,6 +456,18 @@ AttemptResult Launcher::supervise(int attempt) {
       // on another node; that node's launcher names the real cause within a poll or two.
       if (r.ending == Ending::failed && nnodes_ > 1 && r.culprit->term_signal() == 0) {
         if (auto elsewhere = wait_for_abort(attempt, kAbortPoll * 2)) {
+          spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
+                        *elsewhere, r.reason);
+          stop_workers(opt_.failure_grace);
+          return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+        }
+        // No abort: maybe another node's launcher is gone and could not publish one.
+        if (const std::string gone = silent_nodes(attempt); !gone.empty()) {
+          r.reason = gone +
+                     " stopped responding (its launcher was killed, or its host went "
+                     "down or became unreachable); then " +
+                     r.reason;
+        } else if (auto elsewhere = wait_for_abort(attempt, milliseconds(0))) {
           spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
                         *elsewhere, r.reason);
           stop_workers(opt_.failure_grace);
@@ -479,6 +523,7 @@ bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
   if (nnodes_ == 1) return true;
   const std::string done_key = attempt_prefix(attempt) + "job/nodes_done";
   try {
+    if (beats_) beats_->done();
     int64_t done = store_->add(done_key, 1);
     if (node_ != 0) return true;
     const auto deadline = Clock::now() + rendezvous_timeout_;
