@@ -13,6 +13,9 @@ packages=(
   clang g++-aarch64-linux-gnu
   # Reference implementation for the correctness check and benchmarks (/usr/bin/python3).
   python3 python3-torch python3-numpy python3-venv
+  # Several hosts on one machine for the multihost tests (ip netns, tc; unshare is in
+  # util-linux, which every Debian has).
+  iproute2
 )
 
 missing=()

@@ -11,6 +11,10 @@
 #       --pidfile FILE           FILE gets CMD's pid (CMD is exec'd: the pid is CMD's own)
 #   host_addr I / host_name I    10.77.<subnet>.I / node<I>
 #   hosts_down                   kills what still runs on the hosts and removes them
+#   hosts_export / hosts_attach  a helper script started by the test (e.g. a fake srun)
+#                                reaches the test's hosts: the test runs hosts_export,
+#                                which sets MH_HOSTS in the environment; the helper
+#                                sources this file and runs hosts_attach
 #
 # A host is a network namespace (its own interface eth0 with host_addr, its own loopback)
 # plus, for every command, a UTS namespace with the host's name and a mount namespace.
@@ -45,6 +49,9 @@ hosts_check() {
   fi
   ip netns del "$probe"
 }
+
+hosts_export() { export MH_HOSTS="$_mh_tag $_mh_subnet $_mh_n"; }
+hosts_attach() { read -r _mh_tag _mh_subnet _mh_n <<<"$MH_HOSTS"; }
 
 hosts_down() {
   local ns pids
