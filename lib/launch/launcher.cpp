@@ -420,6 +420,13 @@ std::optional<std::string> Launcher::abort_reason(int attempt) {
 }
 
 std::string Launcher::silent_nodes(int attempt) {
+  if (node_ != 0) {
+    try {
+      store_->check({kAbortKey});
+    } catch (const RendezvousError&) {
+      return "node 0 (" + opt_.cluster.master_addr + ", whose rendezvous store is gone)";
+    }
+  }
   const std::vector<int64_t> before = beats_->sample();
   if (wait_for_abort(attempt, kNodeSilence)) return "";
   std::string names;

@@ -5,8 +5,10 @@
 #      that did not join (exit 5);
 #   2. a host's launcher killed (SIGKILL) mid-training: its workers die with it, the other
 #      host's launcher stops its workers and exits 3 naming the node that stopped
-#      responding; started again, the job resumes from the newest checkpoint and ends with
-#      the per-step losses of an uninterrupted run of the same layout (1e-6 relative);
+#      responding; started again, the job resumes from the newest checkpoint; then node
+#      0's launcher is killed and host 2's launcher names node 0; started once more, the
+#      job ends with the per-step losses of an uninterrupted run of the same layout (1e-6
+#      relative);
 #   3. a worker killed on host 2 with runtime.max_restarts 1: both launchers restart
 #      their workers from the newest checkpoint and finish with the same losses.
 #
@@ -44,11 +46,17 @@ wait_nodes ref 120
 expect_rc ref 1 0
 expect_rc ref 2 0
 
-# wait_for_step RUN_DIR STEP: until metrics.jsonl holds STEP lines and a checkpoint exists.
+# last_step RUN_DIR: the step of metrics.jsonl's last line (0 before the first).
+last_step() {
+  local line
+  line=$(tail -n1 "$1/metrics.jsonl" 2>/dev/null || true)
+  [[ $line =~ \"step\":\ ?([0-9]+) ]] && echo "${BASH_REMATCH[1]}" || echo 0
+}
+
+# wait_for_step RUN_DIR STEP: until step STEP is logged and a checkpoint exists.
 wait_for_step() {
   local start=$SECONDS
-  until [[ -f $1/metrics.jsonl && -e $1/checkpoints/latest ]] &&
-    (($(wc -l <"$1/metrics.jsonl") >= $2)); do
+  until [[ -e $1/checkpoints/latest ]] && (($(last_step "$1") >= $2)); do
     ((SECONDS - start < 90)) || fail "no step $2 in $1 within 90 s"
     sleep 0.05
   done
@@ -60,7 +68,7 @@ write_spec "$work/kill.yaml" kill "{dp: 2, tp: 1, pp: 2}" "${job[*]}" \
 launch_nodes kill "$work/kill.yaml" 2 --token "$mh_token"
 wait_for_step "$work/runs/kill" 25
 kill -KILL "$(cat "$work/kill.node2.pid")"
-echo "$mh_name: killed host 2's launcher at step $(wc -l <"$work/runs/kill/metrics.jsonl")"
+echo "$mh_name: killed host 2's launcher at step $(last_step "$work/runs/kill")"
 wait_nodes kill 60
 expect_rc kill 1 3
 expect_output kill 1 "node 1 ($(host_addr 2)) stopped responding"
@@ -68,8 +76,18 @@ expect_output kill 1 "node 1 ($(host_addr 2)) stopped responding"
 left=$(ip netns pids "$(_mh_ns h2)" || true)
 [[ -z $left ]] || fail "kill: processes left on host 2: $(ps -o pid,args -p "$left" || true)"
 echo "$mh_name: host 1 stopped after ${mh_secs[1]} s naming node 1"
-last=$(wc -l <"$work/runs/kill/metrics.jsonl")
-((last < steps)) || fail "kill: the job finished before the launcher was killed"
+(($(last_step "$work/runs/kill") < steps)) || fail "kill: the job finished before the launcher was killed"
+
+# Started again, the job resumes; then node 0's launcher is killed: host 2 names node 0.
+launch_nodes kill "$work/kill.yaml" 2 --token "$mh_token"
+wait_for_step "$work/runs/kill" 60
+kill -KILL "$(cat "$work/kill.node1.pid")"
+echo "$mh_name: killed host 1's launcher (node 0) at step $(last_step "$work/runs/kill")"
+wait_nodes kill 60
+expect_output kill 1 "resumed from $work/runs/kill/checkpoints/step_"
+expect_rc kill 2 3
+expect_output kill 2 "node 0 ($(host_addr 1), whose rendezvous store is gone) stopped responding"
+(($(last_step "$work/runs/kill") < steps)) || fail "kill: the job finished before node 0 was killed"
 
 launch_nodes kill "$work/kill.yaml" 2 --token "$mh_token"
 wait_nodes kill 120
