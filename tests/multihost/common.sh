@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034 # mh_* results are read by the tests that source this file
 # What the multi-host tests share: set-up, a job spec, launching one launcher per host,
 # and comparing losses. Source it from a test as
 #
@@ -7,13 +8,14 @@
 # Exit codes of a test: 0 pass, 1 fail, 77 skipped (not root, or no network namespaces).
 # TRAINCTL_TEST_KEEP=1 keeps the work directory (specs, run dirs, every launcher's output).
 
-# shellcheck source=hosts.sh
+# shellcheck source=tests/multihost/hosts.sh
 source "$(dirname "${BASH_SOURCE[0]}")/hosts.sh"
 
 mh_name=""
 trainctl=""
 work=""
 readonly mh_port=29500
+# shellcheck disable=SC2034 # the tests' token
 readonly mh_token=multihost-test-token
 
 fail() {
@@ -74,17 +76,25 @@ write_spec() {
 # from MH_NODE_ARGS_<i>; a command that runs trainctl (its last arguments) from MH_WRAP_<i>. Output: $work/TAG.node<i>.log. Pids (of the on_host subshells):
 # mh_pids[i]; the launcher's own pid: $work/TAG.node<i>.pid.
 declare -a mh_pids=()
+# _mh_copy_array DEST SRC: DEST=("${SRC[@]}"), or empty when SRC is not set.
+_mh_copy_array() {
+  local -n _mh_dst=$1
+  _mh_dst=()
+  if declare -p "$2" >/dev/null 2>&1; then
+    local -n _mh_src=$2
+    _mh_dst=("${_mh_src[@]}")
+  fi
+}
 launch_nodes() {
   local tag=$1 spec=$2 n=$3
   shift 3
   local i
   mh_pids=()
   for ((i = 1; i <= n; ++i)); do
-    local host_opts=() node_args=()
-    if declare -p "MH_HOST_OPTS_$i" >/dev/null 2>&1; then eval "host_opts=(\"\${MH_HOST_OPTS_$i[@]}\")"; fi
-    if declare -p "MH_NODE_ARGS_$i" >/dev/null 2>&1; then eval "node_args=(\"\${MH_NODE_ARGS_$i[@]}\")"; fi
-    local wrap=()
-    if declare -p "MH_WRAP_$i" >/dev/null 2>&1; then eval "wrap=(\"\${MH_WRAP_$i[@]}\")"; fi
+    local host_opts=() node_args=() wrap=()
+    _mh_copy_array host_opts "MH_HOST_OPTS_$i"
+    _mh_copy_array node_args "MH_NODE_ARGS_$i"
+    _mh_copy_array wrap "MH_WRAP_$i"
     on_host "$i" "${host_opts[@]}" --pidfile "$work/$tag.node$i.pid" -- \
       "${wrap[@]}" "$trainctl" train "$spec" --nnodes "$n" --node-rank $((i - 1)) \
       --master-addr "$(host_addr 1)" --master-port "$mh_port" "${node_args[@]}" "$@" \
@@ -95,6 +105,7 @@ launch_nodes() {
 
 # wait_nodes TAG SECONDS: waits for every launcher of launch_nodes; their exit codes go to
 # mh_rc[i] and their run times (s) to mh_secs[i]. Fails when one runs longer.
+# shellcheck disable=SC2034 # read by the tests
 declare -a mh_rc=() mh_secs=()
 wait_nodes() {
   local tag=$1 limit=$2 start=$SECONDS i

@@ -6,9 +6,10 @@
 # and /etc/hosts naming the hosts (MH_HOSTS_FILE). srun's own options (everything before
 # the command) are ignored; like srun it exits with the highest exit code of its tasks.
 set -uo pipefail
-# shellcheck source=hosts.sh
+# shellcheck source=tests/multihost/hosts.sh
 source "$(dirname "$(readlink -f "$0")")/hosts.sh"
 hosts_attach
+# shellcheck disable=SC2154 # set by hosts_attach
 while [[ $# -gt 0 && $1 == -* ]]; do shift; done
 echo "fake srun: $* on ${_mh_n} hosts" >&2
 pids=()

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # the MH_* arrays are read by launch_nodes (common.sh)
 # Failures of a multi-node job across hosts (ctest label: multihost):
 #   1. a wrong token: the node with it exits 5 at once saying the store rejected the
 #      token; node 0 logs the rejected address and, at its join timeout, names the node
@@ -14,6 +15,7 @@
 #
 #   tests/multihost/test_failures.sh path/to/trainctl        (as root)
 set -euo pipefail
+# shellcheck source=tests/multihost/common.sh
 source "$(dirname "$0")/common.sh"
 mh_init multihost_failures "$@"
 readonly tol=1e-6

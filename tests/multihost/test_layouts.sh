@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # the MH_* arrays are read by launch_nodes (common.sh)
 # DP, TP and PP groups that span hosts reproduce one worker's losses, and groups within a
 # host use shared memory while groups across hosts use TCP (ctest label: multihost).
 #
@@ -14,6 +15,7 @@
 # Each run's per-step losses match the single worker's within 2e-5 relative (the
 # tolerance of tests/integration/test_layouts_3d.cpp).
 set -euo pipefail
+# shellcheck source=tests/multihost/common.sh
 source "$(dirname "$0")/common.sh"
 mh_init multihost_layouts "$@"
 readonly tol=2e-5

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # the MH_* arrays are read by launch_nodes (common.sh)
 # The Slurm multi-node template (scripts/slurm/train_multinode.sbatch) across two hosts
 # (ctest label: multihost): the batch script runs as Slurm would run it, with the batch
 # environment of a 2-node job (SLURM_JOB_ID, SLURM_JOB_NODELIST=node[1-2], ...), and its
@@ -11,6 +12,7 @@
 #
 #   tests/multihost/test_slurm_env.sh path/to/trainctl        (as root)
 set -euo pipefail
+# shellcheck source=tests/multihost/common.sh
 source "$(dirname "$0")/common.sh"
 mh_init multihost_slurm_env "$@"
 here=$(cd "$(dirname "$0")" && pwd)

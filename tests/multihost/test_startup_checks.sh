@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2034 # the MH_* arrays are read by launch_nodes (common.sh)
 # The start-up checks of a multi-node job (launch/shared_dir_check.h): a node that does not
 # see node 0's run_dir or has another data file stops the job before training, with exit 2
 # on every node, within seconds, naming run_dir (or the file), the node and what to do
@@ -15,6 +16,7 @@
 #      exits 2 saying run_dir is not shared; node 0 gives up when its join timeout ends
 #      and says the node did not join (it cannot hear from a node without the token).
 set -euo pipefail
+# shellcheck source=tests/multihost/common.sh
 source "$(dirname "$0")/common.sh"
 mh_init multihost_startup_checks "$@"
 
