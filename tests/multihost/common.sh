@@ -157,6 +157,14 @@ expect_output() {
   }
 }
 
+# expect_output_re TAG I REGEX: launcher I's output matches the extended REGEX.
+expect_output_re() {
+  grep -qE -- "$3" "$work/$1.node$2.log" || {
+    show_nodes "$1"
+    fail "$1: launcher on host $2 did not say: $3"
+  }
+}
+
 # run_single TAG SPEC: the same job with one launcher on this machine (the reference).
 run_single() {
   "$trainctl" train "$2" >"$work/$1.log" 2>&1 || {
