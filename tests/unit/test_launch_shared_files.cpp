@@ -1,7 +1,8 @@
 // The multi-node start-up check (launch/shared_dir_check.h, launch/node_files_report.h):
 // the verdict's messages, the data-file fingerprint, and the exchange itself between two
-// "nodes" (threads with their own store clients) that see the same or different run_dirs.
-// tests/multihost/ runs it between real hosts.
+// "nodes" (threads with their own store clients) that see the same or different run_dirs;
+// and the launchers' heartbeats (launch/node_heartbeat.h) that name a node that is gone.
+// tests/multihost/ runs both between real hosts.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "launch/node_files_report.h"
+#include "launch/node_heartbeat.h"
 #include "launch/shared_dir_check.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
@@ -176,4 +178,23 @@ TEST_CASE("nodes sharing run_dir and data pass; a private run_dir fails on both 
     CHECK_THAT(out.node0, Contains("node 1 (host 1): 4096 bytes, first MiB hash"));
     CHECK(out.node1 == out.node0);
   }
+}
+
+TEST_CASE("a node whose launcher stopped beating is silent; done nodes are not", "[launch]") {
+  TcpStoreServer server("tok", 0, "127.0.0.1");
+  TcpStoreClient store0("127.0.0.1", server.port(), "tok");
+  TcpStoreClient store1("127.0.0.1", server.port(), "tok");
+  TcpStoreClient store2("127.0.0.1", server.port(), "tok");
+  NodeHeartbeats node0(store0, "beat/", 0, 3), node1(store1, "beat/", 1, 3),
+      node2(store2, "beat/", 2, 3);
+  node1.beat();
+  node2.beat();
+  const std::vector<int64_t> before = node0.sample();
+  CHECK(before == std::vector<int64_t>{-1, 1, 1});
+  // Node 1 beats again (a fresh object: beat() is rate-limited per object), node 2 not.
+  NodeHeartbeats(store1, "beat/", 1, 3).beat();
+  CHECK(node0.silent_between(before, node0.sample()) == std::vector<int>{2});
+  // Node 2 finished: it beats no more, and that is no failure.
+  node2.done();
+  CHECK(node0.silent_between(before, node0.sample()).empty());
 }
