@@ -104,7 +104,7 @@ struct RuntimeSpec {
   double comm_timeout_s = 300;
   bool comm_selftest = true;  // verify every group's collectives before training
   // Allreduce algorithm: auto (chosen per message size from measurements on loopback)
-  // | direct | ring | gloo_ring | ring_chunked | halving_doubling.
+  // | direct | ring | gloo_ring | ring_chunked | halving_doubling | shm | hierarchical.
   std::string allreduce_algo = "auto";
 
   bool operator==(const RuntimeSpec&) const = default;

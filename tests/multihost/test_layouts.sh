@@ -11,6 +11,8 @@
 #   dp2 x pp2 on 2 hosts x 2 workers: DP within each host (shared memory), PP across
 #   dp2 x tp2 on 2 hosts x 2 workers: TP within each host (shared memory), DP across (TCP)
 #   tp2 x pp3 on 3 hosts x 2 workers: TP within each host, PP across three hosts
+#   dp4       on 2 hosts x 2 workers: DP across hosts with 2 ranks on each: hierarchical
+#             (shared memory within each host, TCP between the hosts' leaders)
 #   tp2       on 2 hosts x 1 worker:  TP across hosts (TCP)
 # Each run's per-step losses match the single worker's within 2e-5 relative (the
 # tolerance of tests/integration/test_layouts_3d.cpp).
@@ -53,8 +55,11 @@ check_layout dp2pp2 2 "{dp: 2, tp: 1, pp: 2}"
 expect_transport dp2pp2 0 "dp[0]" shm
 expect_transport dp2pp2 3 "dp[1]" shm
 expect_transport dp2pp2 0 "pp[0]" tcp
-grep -qF "rank 2 runs on another host" "$work/runs/dp2pp2/logs/rank0.log" ||
-  fail "dp2pp2: rank 0 does not see rank 2 on another host"
+grep -qF "group pp[0]: allreduce over TCP, not shared memory: rank 1 runs on another host" \
+  "$work/runs/dp2pp2/logs/rank0.log" || fail "dp2pp2: rank 0 does not see rank 2 on another host"
+# The world group (2 hosts x 2 ranks) allreduces hierarchically.
+grep -qF "group world: hierarchical allreduce" "$work/runs/dp2pp2/logs/rank0.log" ||
+  fail "dp2pp2: the world group is not hierarchical"
 
 check_layout dp2tp2 2 "{dp: 2, tp: 2, pp: 1}"
 expect_transport dp2tp2 0 "tp[0]" shm
@@ -64,6 +69,14 @@ expect_transport dp2tp2 0 "dp[0]" tcp
 check_layout tp2pp3 3 "{dp: 1, tp: 2, pp: 3}"
 expect_transport tp2pp3 4 "tp[2]" shm
 expect_transport tp2pp3 0 "pp[0]" tcp
+
+# DP spanning hosts with 2 ranks on each: shared memory within the host, TCP between the
+# hosts' leaders (comm/gloo/hierarchical.h), which `auto` picks.
+check_layout dp4 2 "{dp: 4, tp: 1, pp: 1}"
+for r in 0 1 2 3; do
+  grep -qF "group dp[0]: hierarchical allreduce: shared memory within each of 2 hosts" \
+    "$work/runs/dp4/logs/rank$r.log" || fail "dp4: rank $r's DP group is not hierarchical"
+done
 
 check_layout tp2 2 "{dp: 1, tp: 2, pp: 1}"
 expect_transport tp2 0 "tp[0]" tcp
