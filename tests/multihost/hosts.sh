@@ -108,12 +108,21 @@ hosts_up() {
   # anyway.
 }
 
-# Shapes every host's link (e.g. `hosts_netem rate 1gbit delay 0.1ms`).
-hosts_netem() {
-  local i
+# hosts_shape RATE DELAY: shapes every host's link (its eth0 egress) with tc netem (rate
+# and one-way delay, e.g. 1gbit 0.1ms). Kernels without netem (sch_netem) get tbf: the
+# rate only; it says so on stderr and returns 3.
+hosts_shape() {
+  local i rc=0
   for ((i = 1; i <= _mh_n; ++i)); do
-    ip netns exec "$(_mh_ns "h$i")" tc qdisc replace dev eth0 root netem "$@"
+    local ns
+    ns=$(_mh_ns "h$i")
+    if ! ip netns exec "$ns" tc qdisc replace dev eth0 root netem rate "$1" delay "$2" 2>/dev/null; then
+      ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$1" burst 256kb latency 100ms
+      rc=3
+    fi
   done
+  if ((rc == 3)); then echo "hosts_shape: no netem in this kernel: rate $1 only (tbf), no delay" >&2; fi
+  return "$rc"
 }
 
 on_host() {
