@@ -142,7 +142,7 @@ Outcome run_check(const config::JobSpec& spec0, const config::JobSpec& spec1) {
 
 }  // namespace
 
-TEST_CASE("nodes sharing run_dir and data pass; a private run_dir fails on both nodes",
+TEST_CASE("nodes sharing run_dir and data pass, and a private run_dir fails on both nodes",
           "[launch]") {
   test::ScratchDir dir("shared_check");
   config::JobSpec spec;
@@ -180,7 +180,8 @@ TEST_CASE("nodes sharing run_dir and data pass; a private run_dir fails on both 
   }
 }
 
-TEST_CASE("a node whose launcher stopped beating is silent; done nodes are not", "[launch]") {
+TEST_CASE("a node whose launcher stopped beating is silent, and a node that finished is not",
+          "[launch]") {
   TcpStoreServer server("tok", 0, "127.0.0.1");
   TcpStoreClient store0("127.0.0.1", server.port(), "tok");
   TcpStoreClient store1("127.0.0.1", server.port(), "tok");
