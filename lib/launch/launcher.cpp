@@ -468,17 +468,20 @@ AttemptResult Launcher::supervise(int attempt) {
           stop_workers(opt_.failure_grace);
           return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
         }
-        // No abort: maybe another node's launcher is gone and could not publish one.
-        if (const std::string gone = silent_nodes(attempt); !gone.empty()) {
-          r.reason = gone +
-                     " stopped responding (its launcher was killed, or its host went "
-                     "down or became unreachable); then " +
-                     r.reason;
-        } else if (auto elsewhere = wait_for_abort(attempt, milliseconds(0))) {
+        // No abort: maybe another node's launcher is gone and could not publish one. An
+        // abort that appears meanwhile (a node that was only slow to say) wins.
+        const std::string gone = silent_nodes(attempt);
+        if (auto elsewhere = wait_for_abort(attempt, milliseconds(0))) {
           spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
                         *elsewhere, r.reason);
           stop_workers(opt_.failure_grace);
           return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+        }
+        if (!gone.empty()) {
+          r.reason = gone +
+                     " stopped responding (its launcher was killed, or its host went "
+                     "down or became unreachable); then " +
+                     r.reason;
         }
       }
       if (r.ending == Ending::failed) report_failure(r);
