@@ -15,7 +15,8 @@
 #             (shared memory within each host, TCP between the hosts' leaders)
 #   tp2       on 2 hosts x 1 worker:  TP across hosts (TCP)
 # Each run's per-step losses match the single worker's within 2e-5 relative (the
-# tolerance of tests/integration/test_layouts_3d.cpp).
+# tolerance of tests/integration/test_layouts_3d.cpp). Last, `trainctl bench comm` runs
+# across 2 hosts x 2 workers and allreduces hierarchically.
 set -euo pipefail
 # shellcheck source=tests/multihost/common.sh
 source "$(dirname "$0")/common.sh"
@@ -83,4 +84,20 @@ expect_transport tp2 0 "tp[0]" tcp
 
 # The workers on host 2 listened on host 2's address: the traffic crossed the bridge.
 grep -qF "listen on $(host_addr 2)" "$work/tp2.node2.log" || fail "tp2: host 2's workers did not listen on $(host_addr 2)"
+# bench comm across the hosts: auto allreduces hierarchically, with the right sums (the
+# bench checks nothing itself, so the training runs above are the correctness proof).
+mh_pids=()
+for i in 1 2; do
+  on_host "$i" -- "$trainctl" bench comm --world 4 --nnodes 2 --node-rank $((i - 1)) \
+    --master-addr "$(host_addr 1)" --master-port "$mh_port" --token "$mh_token" \
+    --run-dir "$work/runs/bench" --max-bytes 64K --iters 1 >"$work/bench.node$i.log" 2>&1 &
+  mh_pids[i]=$!
+done
+wait_nodes bench 60
+expect_rc bench 1 0
+expect_rc bench 2 0
+grep -qE '^ *allreduce +65536 .* hierarchical$' "$work/bench.node1.log" || {
+  cat "$work/bench.node1.log"
+  fail "bench comm across 2 hosts did not allreduce hierarchically"
+}
 echo "PASS: $mh_name ($((SECONDS - t0)) s on the hosts)"
