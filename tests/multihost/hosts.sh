@@ -23,7 +23,8 @@
 # talk over TCP, through the bridge. The bridge lives in a namespace of its own, so nothing
 # is added to the machine's own network: addresses 10.77.x.x exist only inside the hosts.
 #
-# Namespaces are named mh-<TAG>-<pid>-{sw,h1,h2,...}: tests running at once do not clash.
+# Namespaces are named mh-<TAG>-<pid>-{sw,h1,h2,...}: tests running at once do not clash,
+# and hosts_up removes those of a test that was killed outright (its pid is gone).
 
 _mh_tag=""
 _mh_n=0
@@ -79,7 +80,23 @@ _mh_on_exit() {
   exit "$rc"
 }
 
+# Hosts left behind by a test that was killed outright (SIGKILL runs no trap): their
+# creator's pid is in their name and no longer alive.
+_mh_reap_stale() {
+  local ns pid pids
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns =~ ^mh-.*-([0-9]+)-(sw|h[0-9]+)$ ]] || continue
+    pid=${BASH_REMATCH[1]}
+    kill -0 "$pid" 2>/dev/null && continue
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    # shellcheck disable=SC2086 # one pid per word
+    [[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
 hosts_up() {
+  _mh_reap_stale
   _mh_tag="$1-$$"
   _mh_n=$2
   # A subnet per test process only makes logs easier to tell apart; hosts of different
