@@ -11,6 +11,8 @@ packages=(
   # The portability checks (docs/cpu-kernels.md): CI's Clang build, and lib/ compiled for
   # aarch64 by the test suite.
   clang g++-aarch64-linux-gnu
+  # libFuzzer and the sanitizer runtimes for Clang (scripts/fuzz/run_fuzzers.sh).
+  libclang-rt-14-dev
   # Reference implementation for the correctness check and benchmarks (/usr/bin/python3).
   python3 python3-torch python3-numpy python3-venv
   # Several hosts on one machine for the multihost tests (ip netns, tc; unshare is in

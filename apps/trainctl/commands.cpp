@@ -14,9 +14,11 @@
 #include "device/cuda_plugin.h"
 #include "launch/launcher.h"
 #include "launch/rank_map.h"
+#include "memory_check.h"
 #include "model/shard.h"
 #include "ops/cpu/isa.h"
 #include "parallel/pipeline_schedule.h"
+#include "plan/memory_plan.h"
 #include "plan/pipeline_simulate.h"
 #include "plan/pipeline_timeline.h"
 #include "train/data_check.h"
@@ -151,6 +153,7 @@ int cmd_train(const LaunchArgs& args) {
   train::check_data(spec);       // and data the workers would refuse, before run_dir exists
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
   check_gpus(spec, opt.cluster.nnodes);
+  check_memory_fits(spec, launch::workers_per_node(spec.world_size(), opt.cluster.nnodes));
   std::string resume = args.resume;
   if (resume != "auto" && resume != "none") {
     std::error_code ec;
@@ -205,6 +208,9 @@ int cmd_validate(const fs::path& job, const std::vector<std::string>& overrides,
            "\n";
   }
   if (spec.device == Device::cpu) out += cpu_kernels_text() + "\n";
+  const int workers = launch::workers_per_node(layout.world_size(), cluster.nnodes);
+  out += "\n" + memory_text(spec, workers);
+  check_memory_fits(spec, workers);
   out += "\nok: " + job.string() + " is valid\n";
   try {
     train::check_trainable(spec);
@@ -277,7 +283,7 @@ int cmd_inspect_step(const fs::path& job, const std::vector<std::string>& overri
 }
 
 int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
-             std::optional<int> micro_batches) {
+             std::optional<int> micro_batches, bool json) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
   if (micro_batches && *micro_batches < 1) {
     throw InputError("--micro-batches must be at least 1 (got " + std::to_string(*micro_batches) +
@@ -306,6 +312,27 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
   const parallel::Simulation sim =
       parallel::simulate(kind, stages, m, forward_cost, backward_cost, chunks);
 
+  const int workers = launch::workers_per_node(spec.world_size(), 1);
+  if (json) {
+    std::string peaks_json;
+    for (const parallel::StageTimeline& stage : sim.stages) {
+      peaks_json += (peaks_json.empty() ? "" : ", ") + std::to_string(stage.peak_activations);
+    }
+    std::string source;
+    const double limit = memory_limit_bytes(spec, workers, &source);
+    char bubble[64];
+    std::snprintf(bubble, sizeof bubble, "%.6g", sim.stats.bubble_fraction);
+    std::string out =
+        std::string("{\"schedule\": \"") + parallel::to_string(kind) +
+        "\", \"stages\": " + std::to_string(stages) + ", \"micro_batches\": " + std::to_string(m) +
+        ", \"bubble\": " + bubble + ", \"peak_activations\": [" + peaks_json +
+        "], \"activation_checkpointing\": \"" + spec.training.activation_checkpointing +
+        "\", \"memory_limit_mb\": " +
+        (limit > 0 ? std::to_string(limit / (1 << 20)) : std::string("null")) +
+        ", \"memory_mb\": " + plan::memory_plan_json(spec, plan::plan_memory(spec)) + "}\n";
+    std::fputs(out.c_str(), stdout);
+    return kExitOk;
+  }
   std::string out = plan_rank_map(spec) + "\n" + plan_layers(spec) + "\n";
   std::string peaks;
   for (const parallel::StageTimeline& stage : sim.stages) {
@@ -345,6 +372,7 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
            std::to_string(timeline.cells_total) +
            " time units shown; --micro-batches draws a shorter schedule)\n";
   }
+  out += "\n" + memory_text(spec, workers);
   std::fputs(out.c_str(), stdout);
   return kExitOk;
 }

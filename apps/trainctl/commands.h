@@ -49,9 +49,11 @@ int cmd_inspect_step(const std::filesystem::path& job, const std::vector<std::st
 
 // `plan`: the job's pipeline schedule (parallel.pp stages, parallel.schedule), simulated with
 // forward = 1 and backward = 2 time units: a summary line (bubble, peak activations per stage)
-// and a timeline per stage. `micro_batches` overrides the spec's gradient-accumulation steps.
+// and a timeline per stage, then each rank's memory estimate (plan/memory_plan.h).
+// `micro_batches` overrides the spec's gradient-accumulation steps for the drawing. `json`:
+// one JSON object instead (bubble, peak activations, memory_mb per rank).
 int cmd_plan(const std::filesystem::path& job, const std::vector<std::string>& overrides,
-             std::optional<int> micro_batches);
+             std::optional<int> micro_batches, bool json);
 
 // "trainctl <version>" and a line about the build.
 std::string version_text();

@@ -27,6 +27,19 @@ constexpr const char* kClusterHelp =
     "these come from SLURM_* (srun --ntasks-per-node=1 trainctl ...). Nodes share a job token:\n"
     "--token/TRAINCTL_TOKEN, else node 0 writes run_dir/.rendezvous_token for the others.";
 
+// at_least(1)'s message quotes DBL_MAX ("Value 0 not in range 0.000000 to 1797...");
+// this one says what the option needs.
+CLI::Validator at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) {
+        long long value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "expected a whole number; got " + text;
+        if (value < min) return "must be at least " + std::to_string(min) + "; got " + text;
+        return std::string();
+      },
+      ">= " + std::to_string(min));
+}
+
 // Flags that record whether they were given, for ClusterFlags' optionals.
 struct ClusterOptions {
   int nnodes = 1, node_rank = 0, master_port = 0;
@@ -36,10 +49,10 @@ struct ClusterOptions {
 
   void add_to(CLI::App* cmd, bool with_rendezvous) {
     nnodes_opt = cmd->add_option("--nnodes", nnodes, "Number of nodes (default: Slurm or 1)")
-                     ->check(CLI::PositiveNumber);
+                     ->check(at_least(1));
     if (!with_rendezvous) return;
     node_rank_opt = cmd->add_option("--node-rank", node_rank, "This node's rank, 0..nnodes-1")
-                        ->check(CLI::NonNegativeNumber);
+                        ->check(at_least(0));
     master_addr_opt =
         cmd->add_option("--master-addr", master_addr,
                         "Node 0's address (default: Slurm's first node or 127.0.0.1)");
@@ -117,7 +130,7 @@ int run(int argc, char** argv) {
   add_job(selftest);
   selftest_cluster.add_to(selftest, true);
   selftest->add_option("--repeat", repeat, "Run the self-test this many times (soak test)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   selftest->add_flag("--quick", quick,
                      "Small messages only (up to 4096 floats): checks every group's wiring in a "
                      "fraction of the time, not the large-message paths");
@@ -145,7 +158,10 @@ int run(int argc, char** argv) {
       plan->add_option("--micro-batches", plan_micro_batches,
                        "Micro-batches per step (default: the spec's gradient accumulation "
                        "steps, global_batch_size / (micro_batch_size × dp))")
-          ->check(CLI::PositiveNumber);
+          ->check(at_least(1));
+  bool plan_json = false;
+  plan->add_flag("--json", plan_json,
+                 "Print the plan as one JSON object (memory_mb: each rank's estimate by part)");
   plan->footer(
       "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
       "  trainctl plan job.yaml --set parallel.schedule=interleaved "
@@ -155,7 +171,9 @@ int run(int argc, char** argv) {
       "parallel.schedule (gpipe | 1f1b | interleaved) with forward = 1 and backward = 2 time\n"
       "units per stage and free communication: the bubble (idle share of the stages' time)\n"
       "next to its closed form, the peak activations each stage holds, and one timeline line\n"
-      "per stage. Exit code 2 when the spec is invalid.");
+      "per stage, and each rank's memory: parameters, gradients, optimizer state,\n"
+      "activations (the micro-batches its schedule keeps in flight, after recomputation),\n"
+      "communication buffers, workspace and total. Exit code 2 when the spec is invalid.");
 
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
@@ -166,7 +184,7 @@ int run(int argc, char** argv) {
       "comm", "Collective bandwidth (nccl-tests style) between workers on this node");
   bench_comm->add_option("--world", bench_args.world, "Number of workers")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   bench_comm->add_option("--device", device, "Device backend")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu"}));
@@ -178,7 +196,7 @@ int run(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false));
   bench_comm->add_option("--iters", bench_args.iters, "Timed iterations per size")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   bench_comm
       ->add_option("--allreduce-algo", bench_args.allreduce_algo,
                    "Allreduce algorithm, as runtime.allreduce_algo in a job spec: auto "
@@ -304,7 +322,7 @@ int run(int argc, char** argv) {
   if (plan->parsed()) {
     std::optional<int> micro_batches;
     if (plan_micro_batches_opt->count()) micro_batches = plan_micro_batches;
-    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches);
+    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches, plan_json);
   }
   if (inspect_step->parsed()) {
     std::optional<std::filesystem::path> from;

@@ -9,6 +9,7 @@
 #include "checkpoint/errors.h"
 #include "checkpoint/metadata.h"
 #include "util/error.h"
+#include "util/storage_error.h"
 
 namespace trainctl::checkpoint {
 
@@ -66,15 +67,27 @@ fs::path tmp_dir_for(const fs::path& checkpoints_dir, int64_t step) {
   return checkpoints_dir / (kTmpPrefix + step_dir_name(step));
 }
 
-fs::path begin_checkpoint(const fs::path& checkpoints_dir, int64_t step) {
-  fs::create_directories(checkpoints_dir);
+std::vector<fs::path> remove_leftovers(const fs::path& checkpoints_dir) {
+  std::vector<fs::path> removed;
+  if (!fs::is_directory(checkpoints_dir)) return removed;
   for (const fs::directory_entry& e : fs::directory_iterator(checkpoints_dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(kTmpPrefix, 0) == 0 || name.rfind(kTrashPrefix, 0) == 0)
+    if (name.rfind(kTmpPrefix, 0) == 0 || name.rfind(kTrashPrefix, 0) == 0) {
       fs::remove_all(e.path());
+      removed.push_back(e.path());
+    }
   }
+  return removed;
+}
+
+fs::path begin_checkpoint(const fs::path& checkpoints_dir, int64_t step) {
+  std::error_code ec;
+  fs::create_directories(checkpoints_dir, ec);
+  if (ec) throw_write_error(ec.value(), "cannot create", checkpoints_dir);
+  remove_leftovers(checkpoints_dir);
   const fs::path tmp = tmp_dir_for(checkpoints_dir, step);
-  fs::create_directory(tmp);
+  fs::create_directory(tmp, ec);
+  if (ec) throw_write_error(ec.value(), "cannot create", tmp);
   fsync_directory(checkpoints_dir);
   return tmp;
 }

@@ -20,6 +20,10 @@ std::string step_dir_name(int64_t step);
 // checkpoints_dir/.tmp_step_00000042
 std::filesystem::path tmp_dir_for(const std::filesystem::path& checkpoints_dir, int64_t step);
 
+// Removes every leftover .tmp_* (and trash) directory an interrupted save left in
+// checkpoints_dir, returning what it removed (nothing when the directory does not exist).
+// Call on ONE rank, while no save is in progress.
+std::vector<std::filesystem::path> remove_leftovers(const std::filesystem::path& checkpoints_dir);
 // Creates checkpoints_dir (if needed) and an empty tmp_dir_for(step), first removing every
 // leftover .tmp_* directory of an earlier crashed save. Call on ONE rank (the engine's world
 // rank 0) before the others write into the returned directory.

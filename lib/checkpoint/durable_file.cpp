@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "util/storage_error.h"
+
 namespace trainctl::checkpoint {
 
 DurableFile::DurableFile(std::filesystem::path path) : path_(std::move(path)) {
@@ -22,7 +24,7 @@ void DurableFile::fail(const std::string& what) {
   const int err = errno;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  throw std::runtime_error(what + " " + path_.string() + ": " + std::strerror(err));
+  throw_write_error(err, what, path_);
 }
 
 void DurableFile::write(const void* data, size_t bytes) {

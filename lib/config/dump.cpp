@@ -62,7 +62,8 @@ std::string to_yaml(const JobSpec& s) {
   y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size
     << "\n  global_batch_size: " << t.global_batch_size
     << "\n  grad_clip: " << format_real(t.grad_clip) << "\n  eval_every: " << t.eval_every
-    << "\n  eval_batches: " << t.eval_batches << "\n  threads: " << t.threads << "\n";
+    << "\n  eval_batches: " << t.eval_batches << "\n  threads: " << t.threads
+    << "\n  activation_checkpointing: " << t.activation_checkpointing << "\n";
 
   const OptimizerSpec& o = s.optimizer;
   y << "optimizer:\n  type: " << o.type << "\n  lr: " << format_real(o.lr) << "\n  betas: ["
@@ -88,6 +89,7 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  comm_timeout_s: " << format_real(r.comm_timeout_s)
     << "\n  comm_selftest: " << boolean(r.comm_selftest)
     << "\n  allreduce_algo: " << r.allreduce_algo << "\n";
+  if (r.memory_limit_mb) y << "  memory_limit_mb: " << format_real(*r.memory_limit_mb) << "\n";
   return y.str();
 }
 

@@ -3,6 +3,7 @@
 // (config/load.h); nothing below the CLI ever sees YAML. Defaults live here.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,9 @@ struct TrainingSpec {
   int eval_every = 0;      // 0 disables evaluation
   int eval_batches = 4;
   int threads = 1;  // compute threads per worker
+  // none | selective | full: what each transformer block keeps for its backward and what
+  // it recomputes instead (model/gpt.h, Recompute).
+  std::string activation_checkpointing = "none";
 
   bool operator==(const TrainingSpec&) const = default;
 };
@@ -106,6 +110,10 @@ struct RuntimeSpec {
   // Allreduce algorithm: auto (chosen per message size from measurements on loopback)
   // | direct | ring | gloo_ring | ring_chunked | halving_doubling | shm | hierarchical.
   std::string allreduce_algo = "auto";
+  // Tensor memory a worker may plan to use (MiB); a job whose estimate (`trainctl plan`)
+  // exceeds it is refused before launch. Unset: this node's memory divided by its workers
+  // (device: cuda: the GPU's memory).
+  std::optional<double> memory_limit_mb;
 
   bool operator==(const RuntimeSpec&) const = default;
 };

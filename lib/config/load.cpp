@@ -6,6 +6,7 @@
 #include "config/overrides.h"
 #include "config/sections.h"
 #include "config/validate.h"
+#include "config/yaml_documents.h"
 #include "util/error.h"
 #include "util/regular_file.h"
 
@@ -15,34 +16,39 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::string place(const std::string& origin, const YAML::Mark& mark) {
+  if (mark.is_null()) return origin;
+  return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+}
+
 YAML::Node parse_document(const std::string& yaml_text, const std::string& origin) {
-  std::vector<YAML::Node> documents;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(yaml_text);
+    // Counted first, without LoadAll (yaml_documents.h: it can loop forever).
+    const detail::DocumentCount count = detail::count_yaml_documents(yaml_text);
+    if (count.documents > 1) {
+      throw InputError(place(origin, count.second.value_or(YAML::Mark::null_mark())) +
+                       ": a second YAML document starts here; a job spec is one document. Remove "
+                       "the `---` separator and what follows, or text left after the spec (such "
+                       "as a stray `,`).");
+    }
+    document = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.is_null() ? origin
-                                               : origin + ":" + std::to_string(e.mark.line + 1) +
-                                                     ":" + std::to_string(e.mark.column + 1);
     // yaml-cpp reports where it noticed the problem, which is often the line after the
     // real mistake (an unclosed bracket, a key indented differently from its siblings).
-    throw InputError(where + ": invalid YAML: " + e.msg +
+    throw InputError(place(origin, e.mark) + ": invalid YAML: " + e.msg +
                      ". Check this line and the one before it: keys of one section need the "
                      "same indentation, and every [ or { needs its closing ] or }.");
   }
-  if (documents.empty() || documents[0].IsNull()) {
+  if (document.IsNull()) {
     throw InputError(origin + ": the job spec is empty; see configs/quickstart.yaml for a start.");
   }
-  if (documents.size() > 1) {
-    throw InputError(origin + ": holds " + std::to_string(documents.size()) +
-                     " YAML documents (separated by `---`); a job spec is one.");
-  }
-  if (!documents[0].IsMap()) {
-    const YAML::Mark m = documents[0].Mark();
-    throw InputError(origin + ":" + std::to_string(m.line + 1) + ":" +
-                     std::to_string(m.column + 1) +
+  if (!document.IsMap()) {
+    const YAML::Mark m = document.Mark();
+    throw InputError(place(origin, m) +
                      ": the job spec must be a map of sections (`model:`, `training:`, ...).");
   }
-  return documents[0];
+  return document;
 }
 
 fs::path resolve(const fs::path& path, const fs::path& base) {

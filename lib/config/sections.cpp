@@ -12,6 +12,14 @@ namespace trainctl::config::detail {
 namespace {
 
 constexpr long long kMaxWorkersPerAxis = 4096;
+constexpr size_t kMaxNameLength = 200;
+// Beyond these a run diverges at once (lr) or the value is surely a typo; the ranges are
+// wide enough for any real recipe (SGD on tiny models uses lr ~1, AdamW 1e-5..1e-2).
+constexpr double kMaxLearningRate = 10.0;
+constexpr double kMaxWeightDecay = 10.0;
+constexpr double kMaxEps = 1.0;
+constexpr double kMaxGradClip = 1e6;
+constexpr double kMaxCommTimeoutS = 7 * 24 * 3600.0;  // a week
 
 // The name becomes a directory (runs/<name>) and appears in file names and logs.
 void check_name(const MapReader& top, const std::string& name) {
@@ -23,6 +31,14 @@ void check_name(const MapReader& top, const std::string& name) {
                 "must be a plain name (letters, digits, '.', '_', '-'; not starting with "
                 "'.') because it names the run directory; got \"" +
                     name + "\".");
+  }
+  // Longer would fail only when run_dir is created ("File name too long"), after validate
+  // said ok; NAME_MAX (255) less room for suffixes like ".tmp.<node>.<pid>".
+  if (name.size() > kMaxNameLength) {
+    top.fail_at("name", "is " + std::to_string(name.size()) + " characters long; at most " +
+                            std::to_string(kMaxNameLength) +
+                            " (it names the run directory, and file systems allow 255 bytes "
+                            "per name).");
   }
 }
 
@@ -65,16 +81,22 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
       "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved"},
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
   r.read("virtual_stages", parallel.virtual_stages, {1, 64});
-  r.read_choice("zero", parallel.zero, {0, 1, 2});
+  r.read_choice("zero", parallel.zero, {0, 1, 2, 3});
+  if (parallel.zero == 3) {
+    r.fail_at("zero",
+              "ZeRO-3 (parameters sharded over dp) is not implemented yet; use zero: 2 "
+              "(gradients and optimizer state sharded) and training.activation_checkpointing: "
+              "selective or full to save memory (`trainctl plan` shows the estimate)");
+  }
   r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
                 {{"bfloat16", "bf16"}, {"float32", "fp32"}});
   r.read("bucket_mb", parallel.bucket_mb, {0, true, 1024, false});
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {
-  const MapReader r =
-      top.section("training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip",
-                               "eval_every", "eval_batches", "threads"});
+  const MapReader r = top.section(
+      "training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip", "eval_every",
+                   "eval_batches", "threads", "activation_checkpointing"});
   r.read("steps", training.steps, {1});
   r.read("micro_batch_size", training.micro_batch_size, {1, 1 << 20});
   // Without an explicit global batch there is no accumulation: one micro-batch per DP rank.
@@ -83,24 +105,27 @@ void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingS
     training.global_batch_size = static_cast<int>(no_accumulation);
   }
   r.read("global_batch_size", training.global_batch_size, {1});
-  r.read("grad_clip", training.grad_clip, {0, false});
+  r.read("grad_clip", training.grad_clip, {0, false, kMaxGradClip, false});
   r.read("eval_every", training.eval_every, {0});
   r.read("eval_batches", training.eval_batches, {0});
   r.read("threads", training.threads, {1, 1024});
+  r.read_choice("activation_checkpointing", training.activation_checkpointing,
+                {"none", "selective", "full"},
+                {{"off", "none"}, {"false", "none"}, {"true", "full"}, {"on", "full"}});
 }
 
 void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
   const MapReader r = top.section("optimizer", {"type", "lr", "betas", "eps", "weight_decay",
                                                 "warmup_steps", "decay", "min_lr"});
   r.read_choice("type", opt.type, {"adamw", "sgd"}, {{"adam", "adamw"}});
-  r.read("lr", opt.lr, {0, true});
+  r.read("lr", opt.lr, {0, true, kMaxLearningRate, false});
   r.read_pair("betas", opt.beta1, opt.beta2, {0, false, 1, true});
-  r.read("eps", opt.eps, {0, true});
-  r.read("weight_decay", opt.weight_decay, {0, false});
+  r.read("eps", opt.eps, {0, true, kMaxEps, false});
+  r.read("weight_decay", opt.weight_decay, {0, false, kMaxWeightDecay, false});
   r.read("warmup_steps", opt.warmup_steps, {0});
   r.read_choice("decay", opt.decay, {"cosine", "linear", "constant"},
                 {{"cos", "cosine"}, {"none", "constant"}, {"const", "constant"}});
-  r.read("min_lr", opt.min_lr, {0, false});
+  r.read("min_lr", opt.min_lr, {0, false, kMaxLearningRate, false});
 }
 
 void read_precision(const MapReader& top, PrecisionSpec& precision) {
@@ -137,15 +162,20 @@ void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
 }
 
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
-  const MapReader r =
-      top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo"});
+  const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest",
+                                              "allreduce_algo", "memory_limit_mb"});
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
-  r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true});
+  r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true, kMaxCommTimeoutS, false});
   r.read("comm_selftest", runtime.comm_selftest);
   r.read_choice("allreduce_algo", runtime.allreduce_algo,
                 {"auto", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling", "shm",
                  "hierarchical"},
                 {{"automatic", "auto"}});
+  if (r.has("memory_limit_mb")) {
+    double limit = 0;
+    r.read("memory_limit_mb", limit, {0, true});
+    runtime.memory_limit_mb = limit;
+  }
 }
 
 }  // namespace

@@ -37,23 +37,6 @@ std::string percent(double fraction) {
   return text;
 }
 
-std::string mib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return text;
-}
-
-// fp32 master weights (4 B) + gradients (4 B) + AdamW moments (8 B; SGD keeps none), with
-// ZeRO-1 sharding the optimizer state and ZeRO-2 the gradients too over dp.
-double state_bytes_per_worker(const JobSpec& s) {
-  const double params = parameter_count(s.model) / (s.parallel.tp * s.parallel.pp);
-  const double dp = s.parallel.dp;
-  const double optimizer = s.optimizer.type == "adamw" ? 8 : 0;
-  const double grads = 4;
-  return params * (4 + (s.parallel.zero >= 2 ? grads / dp : grads) +
-                   (s.parallel.zero >= 1 ? optimizer / dp : optimizer));
-}
-
 // Which transport the groups use, as the worker will pick it (comm/gloo/gloo_groups.h).
 std::string describe_comm(const JobSpec& s) {
   const std::string& algo = s.runtime.allreduce_algo;
@@ -135,8 +118,9 @@ std::string summary(const JobSpec& s) {
           << s.precision.loss_scale_growth_steps << " finite steps, halves on overflow)\n";
       break;
   }
-  out << "memory:     ~" << mib(state_bytes_per_worker(s))
-      << " per worker for weights, gradients and optimizer state (activations not included)\n";
+  // The memory estimate per rank (activations included) is plan/'s: `validate` prints it
+  // after this summary.
+  out << "recompute:  activation_checkpointing " << t.activation_checkpointing << "\n";
   out << "checkpoint: "
       << (s.checkpoint.every_steps > 0
               ? "every " + std::to_string(s.checkpoint.every_steps) + " steps, keep " +

@@ -1,5 +1,6 @@
 #include "config/validate.h"
 
+#include <limits.h>
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -237,6 +238,22 @@ void check_data(const JobSpec& s, const Checker& c) {
 }
 
 void check_run_dir(const JobSpec& s, const Checker& c) {
+  // Too long a path fails only when run_dir is made ("File name too long"); say it now.
+  // Room is left for what a run writes below it (checkpoints/.tmp_step_<N>/rank_<R>...).
+  constexpr size_t kRoomBelow = 96;
+  const std::string text = s.run_dir.string();
+  if (text.size() + kRoomBelow > PATH_MAX) {
+    c.fail("run_dir", "the path is " + std::to_string(text.size()) + " characters long; at most " +
+                          std::to_string(PATH_MAX - kRoomBelow) +
+                          " (the system's PATH_MAX, less room for the files a run writes).");
+  }
+  for (const fs::path& part : s.run_dir) {
+    if (part.native().size() > NAME_MAX) {
+      c.fail("run_dir", "its component \"" + part.native().substr(0, 40) + "...\" is " +
+                            std::to_string(part.native().size()) + " characters long; at most " +
+                            std::to_string(NAME_MAX) + " per name.");
+    }
+  }
   std::error_code ec;
   const fs::file_status status = fs::status(s.run_dir, ec);
   if (fs::exists(status) && !fs::is_directory(status)) {

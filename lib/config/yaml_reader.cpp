@@ -148,10 +148,14 @@ void MapReader::read(const std::string& key, int& out, IntRange range) const {
     fail_at(key, "expected an integer; got " + describe_value(e->value) + hint);
   }
   if (*value < range.min || *value > range.max) {
-    const bool open_ended = range.max == std::numeric_limits<int>::max();
+    // An open-ended range still has int's limit: above it, say that limit.
+    const bool open_ended = range.max == std::numeric_limits<int>::max() && *value <= range.max;
     fail_at(key, (open_ended ? "must be >= " + std::to_string(range.min)
                              : "must be between " + std::to_string(range.min) + " and " +
-                                   std::to_string(range.max)) +
+                                   std::to_string(range.max) +
+                                   (range.max == std::numeric_limits<int>::max()
+                                        ? " (2^31 - 1, the largest trainctl supports)"
+                                        : "")) +
                      "; got " + text + ".");
   }
   out = static_cast<int>(*value);

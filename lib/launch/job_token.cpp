@@ -9,6 +9,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "util/storage_error.h"
+
 namespace trainctl::launch {
 
 std::string generate_token() {
@@ -42,10 +44,8 @@ void write_token_file(const std::filesystem::path& file, const std::string& toke
   std::filesystem::path tmp = file;
   tmp += ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    throw std::runtime_error("cannot write the token file " + tmp.string() + ": " +
-                             std::strerror(errno));
-  }
+  // A full or read-only run_dir is the user's to fix: StorageFullError, exit 2.
+  if (fd < 0) throw_write_error(errno, "cannot write the token file", tmp);
   ::fchmod(fd, 0600);  // O_CREAT's mode does not apply to a file left by a crash
   std::string line = token + "\n";
   bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
@@ -53,8 +53,7 @@ void write_token_file(const std::filesystem::path& file, const std::string& toke
   if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot write the token file " + file.string() + ": " +
-                             std::strerror(err));
+    throw_write_error(err, "cannot write the token file", file);
   }
 }
 

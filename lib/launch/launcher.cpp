@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <thread>
 
@@ -20,9 +21,11 @@
 #include "launch/shared_dir_check.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
+#include "launch/watchdog.h"
 #include "launch/worker_process.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
+#include "util/storage_error.h"
 
 namespace trainctl::launch {
 namespace {
@@ -60,9 +63,12 @@ void write_file_atomically(const fs::path& file, const std::string& text, int no
   fs::path tmp = file;
   tmp += ".tmp." + std::to_string(node_rank) + "." + std::to_string(::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::trunc);
     out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
+    // A full, over-quota or read-only file system is the user's to fix (exit 2, with the
+    // reason); the stream leaves the failed write's errno behind.
+    if (!out.flush()) throw_write_error(errno != 0 ? errno : EIO, "cannot write", tmp);
   }
   fs::rename(tmp, file);
 }
@@ -113,7 +119,8 @@ class Launcher {
   void stop_workers(milliseconds grace);
   AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
   bool wait_for_other_nodes(int attempt, AttemptResult& result);
-  void report_failure(const AttemptResult& r);
+  void report_failure(const AttemptResult& r, int attempt);
+  std::optional<std::string> watchdog_report(int attempt, int rank);
   void publish_abort(int attempt, const std::string& reason);
   // The abort reason another node published, waiting up to `limit` for one to appear.
   std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
@@ -125,6 +132,7 @@ class Launcher {
     if (beats_) beats_->beat();
   }
   int preempted_before_start(int sig);
+  void restore_previous_config();
 
   const config::JobSpec& spec_;
   const LaunchOptions& opt_;
@@ -141,7 +149,33 @@ class Launcher {
   std::vector<WorkerProcess> workers_;
   std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
   std::optional<NodeHeartbeats> beats_;     // multi-node: this attempt's launcher heartbeats
+  // config.resolved.yaml as it was before this job (nullopt: there was none), put back when
+  // the workers refuse the job as bad input: a refused job leaves the run as it found it.
+  std::optional<std::string> previous_config_;
+  bool killed_early_ = false;  // a second stop signal killed the workers mid-stop
 };
+
+// What a stopped run leaves to resume from: the checkpoint checkpoints/latest names (read
+// as text: the launcher knows no checkpoint format).
+std::string saved_state(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "checkpoints" / "latest");
+  std::string name;
+  if (!(in >> name) || name.empty()) {
+    return "no checkpoint has been saved: the next run starts from step 0";
+  }
+  return "the newest saved checkpoint is " + (run_dir / "checkpoints" / name).string() +
+         " (--resume auto continues from it)";
+}
+
+// A hint when the file system holding `dir` has (next to) no space left: a worker that
+// failed then often could not even write its log.
+std::string full_disk_hint(const fs::path& dir) {
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir, ec);
+  if (ec || space.available >= (1u << 20)) return "";
+  return "the file system holding " + dir.string() + " has " + std::to_string(space.available) +
+         " bytes free: free space there, then resume (--resume auto)";
+}
 
 void Launcher::prepare_run_dir() {
   // Node 0 speaks for the job: the lock comes before anything is written into run_dir, so
@@ -149,7 +183,20 @@ void Launcher::prepare_run_dir() {
   // nodes share node 0's run_dir or have their own; theirs need no lock of their own.)
   if (node_ == 0) run_dir_lock_.emplace(spec_.run_dir, spec_.name, spec_.spec_path);
   fs::create_directories(spec_.run_dir / "logs");
+  if (node_ == 0 && fs::is_regular_file(spec_.run_dir / "config.resolved.yaml")) {
+    std::ifstream in(spec_.run_dir / "config.resolved.yaml");
+    previous_config_ = std::string(std::istreambuf_iterator<char>(in), {});
+  }
   write_file_atomically(spec_.run_dir / "config.resolved.yaml", config::to_yaml(spec_), node_);
+}
+
+void Launcher::restore_previous_config() {
+  if (!previous_config_) return;
+  try {
+    write_file_atomically(spec_.run_dir / "config.resolved.yaml", *previous_config_, node_);
+  } catch (const std::exception& e) {
+    spdlog::warn("could not put back the previous config.resolved.yaml: {}", e.what());
+  }
 }
 
 int Launcher::preempted_before_start(int sig) {
@@ -323,10 +370,14 @@ void Launcher::stop_workers(milliseconds grace) {
     for (auto& w : workers_) running = !w.poll() || running;
     return running;
   };
+  bool hurried = false;
   while (any_running() && Clock::now() < deadline) {
     beat();
     if (int sig = signals_.wait(milliseconds(50))) {
-      spdlog::warn("received {} again: killing the workers now", signal_name(sig));
+      spdlog::warn("received {} again: killing the workers now (no waiting for a checkpoint)",
+                   signal_name(sig));
+      hurried = true;
+      killed_early_ = true;
       break;
     }
   }
@@ -337,7 +388,9 @@ void Launcher::stop_workers(milliseconds grace) {
       killed = true;
     }
   }
-  if (killed) spdlog::warn("workers still running after {}: sent SIGKILL", seconds_text(grace));
+  if (killed && !hurried) {
+    spdlog::warn("workers still running after {}: sent SIGKILL", seconds_text(grace));
+  }
   while (any_running()) std::this_thread::sleep_for(milliseconds(10));
 }
 
@@ -357,6 +410,12 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
       break;
     }
   }
+  // Next, a worker that refused its input or environment (exit 2: a checkpoint of another
+  // model, a full disk): its peers' failures at the same instant are echoes of it, and the
+  // job must end with 2, not be restarted into the same wall.
+  for (const auto* w : ended) {
+    if (culprit == nullptr && w->exit_code() == kExitBadInput) culprit = w;
+  }
   for (const auto* w : ended) {
     if (culprit == nullptr && !stopped_from_outside(*w)) culprit = w;
   }
@@ -375,13 +434,36 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
   return r;
 }
 
-void Launcher::report_failure(const AttemptResult& r) {
-  spdlog::error("{} (pid {})", r.reason, r.culprit->pid());
+// The report the hang watchdog of `rank` left when it fired (launch/watchdog.h), if any.
+std::optional<std::string> Launcher::watchdog_report(int attempt, int rank) {
+  try {
+    const std::string key = attempt_prefix(attempt) + "watchdog/" + watchdog_report_key(rank);
+    if (!store_ || !store_->check({key})) return std::nullopt;
+    return store_->get_string(key, std::chrono::seconds(2));
+  } catch (const RendezvousError&) {
+    return std::nullopt;
+  }
+}
+
+void Launcher::report_failure(const AttemptResult& r, int attempt) {
+  // A rank whose watchdog fired did not fail: it gave up waiting for the ranks its report
+  // names. Lead with that report rather than "rank R failed".
+  if (auto report = watchdog_report(attempt, r.culprit->rank())) {
+    spdlog::error("rank {} on node {} stopped the job after runtime.comm_timeout_s: {}",
+                  r.culprit->rank(), node_, *report);
+    spdlog::error("(rank {}, pid {}, then exited: {})", r.culprit->rank(), r.culprit->pid(),
+                  r.culprit->describe_exit());
+  } else {
+    spdlog::error("{} (pid {})", r.reason, r.culprit->pid());
+  }
   std::vector<std::string> tail =
       tail_lines(r.culprit->log_path(), kLogTailLines, r.culprit->log_start());
   std::string text =
       "last " + std::to_string(tail.size()) + " lines of " + r.culprit->log_path().string() + ":\n";
   for (const auto& line : tail) text += "  | " + line + "\n";
+  if (const std::string hint = full_disk_hint(spec_.run_dir); !hint.empty()) {
+    text += "note: " + hint + "\n";
+  }
   std::fputs(text.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -484,7 +566,7 @@ AttemptResult Launcher::supervise(int attempt) {
                      r.reason;
         }
       }
-      if (r.ending == Ending::failed) report_failure(r);
+      if (r.ending == Ending::failed) report_failure(r, attempt);
       publish_abort(attempt, r.reason);
       if (r.ending == Ending::preempted) {
         spdlog::warn("{}: stopping the other workers", r.reason);
@@ -592,7 +674,11 @@ int Launcher::run() {
       case Ending::success:
         break;  // unreachable: wait_for_other_nodes changed the result
       case Ending::preempted:
-        spdlog::warn("stopped ({}): exit code {} (preempted)", r.reason, int{kExitPreempted});
+        spdlog::warn("stopped ({}): exit code {} (preempted){}", r.reason, int{kExitPreempted},
+                     killed_early_ ? "; the workers were killed before they finished stopping, "
+                                     "so no stop checkpoint was written"
+                                   : "");
+        if (node_ == 0) spdlog::warn("{}", saved_state(spec_.run_dir));
         return kExitPreempted;
       case Ending::store_lost:
         spdlog::error("node 0's launcher is gone; the job cannot continue on this node");
@@ -610,7 +696,10 @@ int Launcher::run() {
           std::this_thread::sleep_for(kAbortPoll * 2);
         }
         if (r.culprit_exit_code == kExitRendezvous) return kExitRendezvous;
-        if (r.culprit_exit_code == kExitBadInput) return kExitBadInput;
+        if (r.culprit_exit_code == kExitBadInput) {
+          restore_previous_config();
+          return kExitBadInput;
+        }
         return kExitWorkerFailed;
     }
   }

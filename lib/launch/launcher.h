@@ -9,6 +9,13 @@
 //   kExitPreempted     SIGINT, SIGTERM or SIGUSR1 reached the launcher (or a worker was
 //                      stopped from outside): workers got SIGTERM and time to finish
 //   kExitRendezvous    a worker could not connect (it exited with that code)
+//   kExitBadInput      a worker refused its input or environment (it exited with that
+//                      code: a checkpoint of another model, a full or read-only disk); never
+//                      restarted, and node 0 puts back the run's previous config.resolved.yaml
+// A worker whose hang watchdog fired leaves its report in the store; the launcher prints
+// it first (it names the ranks that did not arrive). After a stop signal the launcher says
+// which checkpoint a resume continues from; a second signal kills the workers at once
+// (still kExitPreempted) and says that no stop checkpoint was written.
 // Bad input (layout not divisible by the node count) raises InputError and a store that
 // cannot be reached or joined raises RendezvousError, both before any worker starts.
 // Node 0's launcher first locks run_dir for the whole job (launch/run_dir_lock.h): while

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "launch/repeat_limiter.h"
 #include "launch/tcp_store_wire.h"
 #include "util/error.h"
 
@@ -79,8 +80,11 @@ struct TcpStoreServer::Impl {
   // Owned by the serving thread only.
   std::map<std::string, std::string> data;
   std::vector<std::unique_ptr<Conn>> conns;
+  // Refused clients (wrong token, garbage): logged at most once per second, with a count.
+  RepeatLimiter refused_log{std::chrono::seconds(1)};
 
   void serve();
+  void log_refused(const std::string& what);
   void accept_all();
   void read_from(Conn& c);
   void process(Conn& c);
@@ -176,6 +180,10 @@ void TcpStoreServer::Impl::serve() {
       if (fds[1].revents & POLLIN) accept_all();
     }
     expire(Clock::now());
+    if (auto held_back = refused_log.overdue(Clock::now())) {
+      spdlog::warn("rendezvous store: refused {} more client(s) (wrong token or garbage)",
+                   *held_back);
+    }
     // Replies go out right away; what the socket does not take waits for POLLOUT.
     for (auto& c : conns) {
       if (c->fd >= 0 && !c->out.empty()) {
@@ -189,6 +197,17 @@ void TcpStoreServer::Impl::serve() {
       if (c->fd >= 0 && c->close_after_flush && c->out.empty()) close_conn(*c);
     }
     std::erase_if(conns, [](const std::unique_ptr<Conn>& c) { return c->fd < 0; });
+  }
+}
+
+void TcpStoreServer::Impl::log_refused(const std::string& what) {
+  if (auto held_back = refused_log.admit(Clock::now())) {
+    if (*held_back == 0) {
+      spdlog::warn("rendezvous store: {}", what);
+    } else {
+      spdlog::warn("rendezvous store: {} (and {} more refused clients in the last second)", what,
+                   *held_back);
+    }
   }
 }
 
@@ -227,7 +246,7 @@ void TcpStoreServer::Impl::process(Conn& c) {
     while (c.fd >= 0 && !c.close_after_flush && !c.pending && handle_one(c)) {
     }
   } catch (const wire::FieldTooLarge& e) {
-    spdlog::warn("rendezvous store: dropping client {}: {}", peer_name(c.fd), e.what());
+    log_refused("dropped a client from " + peer_name(c.fd) + ": " + e.what());
     close_conn(c);
   }
 }
@@ -243,8 +262,8 @@ bool TcpStoreServer::Impl::handle_one(Conn& c) {
       c.authenticated = true;
       w.u8(static_cast<uint8_t>(wire::Status::ok));
     } else {
-      spdlog::warn("rendezvous store: rejected a client from {} that presented a wrong job token",
-                   peer_name(c.fd));
+      log_refused("rejected a client from " + peer_name(c.fd) +
+                  " that presented a wrong job token");
       w.u8(static_cast<uint8_t>(wire::Status::rejected));
       c.close_after_flush = true;
     }

@@ -40,6 +40,23 @@ std::string where(const std::optional<ProgressSnapshot>& s) {
   return s ? s->describe() : std::string("no progress report: it never published one");
 }
 
+using std::chrono::milliseconds;
+
+bool is_stale(int r, const std::vector<milliseconds>& silent, milliseconds stale_after) {
+  return stale_after.count() > 0 && r >= 0 && static_cast<size_t>(r) < silent.size() &&
+         silent[static_cast<size_t>(r)] > stale_after;
+}
+
+std::string where(int r, const std::optional<ProgressSnapshot>& s,
+                  const std::vector<milliseconds>& silent, milliseconds stale_after) {
+  if (!s || !is_stale(r, silent, stale_after)) return where(s);
+  const double quiet_s = static_cast<double>(silent[static_cast<size_t>(r)].count()) / 1000.0;
+  return "STALE: no heartbeat for " + seconds_text(quiet_s) +
+         ": the process is stopped (SIGSTOP, a debugger), frozen, or cut off from the "
+         "rendezvous store; last known position: " +
+         s->describe();
+}
+
 // Whether `s` entered collective number `seq` on group `name`.
 bool reached(const ProgressSnapshot& s, const std::string& name, int64_t seq) {
   const GroupProgress* g = s.group(name);
@@ -50,9 +67,12 @@ bool reached(const ProgressSnapshot& s, const std::string& name, int64_t seq) {
 
 std::string watchdog_key(int rank) { return "rank" + std::to_string(rank); }
 
+std::string watchdog_report_key(int rank) { return "report" + std::to_string(rank); }
+
 std::string timeout_report(const ProgressSnapshot& self,
                            const std::vector<std::optional<ProgressSnapshot>>& by_rank,
-                           std::chrono::milliseconds timeout) {
+                           milliseconds timeout, const std::vector<milliseconds>& silent,
+                           milliseconds stale_after) {
   const GroupProgress* stuck = self.longest_in_flight();
   if (stuck == nullptr)
     return "no communicator call in flight on rank " + std::to_string(self.rank);
@@ -84,16 +104,21 @@ std::string timeout_report(const ProgressSnapshot& self,
              "other ranks' logs and the network between their nodes).";
     } else {
       out += " Not reached: ";
+      std::vector<int> stale;
       for (size_t i = 0; i < no.size(); ++i) {
         out += (i ? "; " : "") + std::string("rank ") + std::to_string(no[i]) + " (" +
-               where(snapshot_of(no[i])) + ")";
+               where(no[i], snapshot_of(no[i]), silent, stale_after) + ")";
+        if (snapshot_of(no[i]) && is_stale(no[i], silent, stale_after)) stale.push_back(no[i]);
       }
       out += ".";
+      if (!stale.empty())
+        out += " Likely cause: " + rank_list(stale) + ", which stopped reporting.";
     }
   } else {
     const int peer =
         call.peer < static_cast<int>(stuck->members.size()) ? stuck->members[call.peer] : -1;
-    out += " Its peer, rank " + std::to_string(peer) + ": " + where(snapshot_of(peer)) + ".";
+    out += " Its peer, rank " + std::to_string(peer) + ": " +
+           where(peer, snapshot_of(peer), silent, stale_after) + ".";
   }
 
   // Ranks outside the group: where they are often shows why the group's ranks are.
@@ -106,7 +131,8 @@ std::string timeout_report(const ProgressSnapshot& self,
     }
     ++others;
     if (listed < kMaxOtherRanks) {
-      lines += "\n  rank " + std::to_string(r) + ": " + where(snapshot_of(r));
+      lines +=
+          "\n  rank " + std::to_string(r) + ": " + where(r, snapshot_of(r), silent, stale_after);
       ++listed;
     }
   }
@@ -154,7 +180,12 @@ void Watchdog::loop() {
       // Wake up right at the deadline rather than up to a period after it.
       next = std::min(next, options_.timeout - waited + milliseconds(1));
     }
-    if (!published_any_ || snapshot.changes != published_changes_) publish(snapshot);
+    // A heartbeat even when nothing changed: a rank waiting in a long call looks the same
+    // as a stopped one otherwise, and the report tells them apart by the beat's age.
+    if (!published_any_ || snapshot.changes != published_changes_ ||
+        std::chrono::steady_clock::now() - published_at_ >= options_.period / 2) {
+      publish(snapshot);
+    }
     std::unique_lock lock(mu_);
     if (cv_.wait_for(lock, next, [&] { return stop_; })) return;
   }
@@ -167,6 +198,7 @@ void Watchdog::publish(const ProgressSnapshot& snapshot) {
     store_->set(watchdog_key(board_->rank()), std::vector<char>(text.begin(), text.end()));
     published_changes_ = snapshot.changes;
     published_any_ = true;
+    published_at_ = std::chrono::steady_clock::now();
   } catch (const std::exception& e) {
     if (!store_failed_) {
       spdlog::warn(
@@ -178,8 +210,9 @@ void Watchdog::publish(const ProgressSnapshot& snapshot) {
   }
 }
 
-std::vector<std::optional<ProgressSnapshot>> Watchdog::gather() {
+std::vector<std::optional<ProgressSnapshot>> Watchdog::gather(std::vector<milliseconds>& silent) {
   std::vector<std::optional<ProgressSnapshot>> out(static_cast<size_t>(options_.world_size));
+  silent.assign(static_cast<size_t>(options_.world_size), milliseconds(0));
   if (!store_ || store_failed_) return out;
   std::vector<std::string> keys;
   for (int r = 0; r < options_.world_size; ++r) keys.push_back(watchdog_key(r));
@@ -194,8 +227,10 @@ std::vector<std::optional<ProgressSnapshot>> Watchdog::gather() {
     try {
       if (!all_there) store_->wait({keys[static_cast<size_t>(r)]}, std::chrono::milliseconds(50));
       std::vector<char> text = store_->get(keys[static_cast<size_t>(r)]);
-      out[static_cast<size_t>(r)] =
-          ProgressSnapshot::decode(std::string_view(text.data(), text.size())).aged_to(now);
+      const ProgressSnapshot s =
+          ProgressSnapshot::decode(std::string_view(text.data(), text.size()));
+      silent[static_cast<size_t>(r)] = milliseconds(std::max<int64_t>(now - s.taken_at_ms, 0));
+      out[static_cast<size_t>(r)] = s.aged_to(now);
     } catch (const std::exception&) {
       // Absent or unreadable: reported as "no progress report".
     }
@@ -205,7 +240,20 @@ std::vector<std::optional<ProgressSnapshot>> Watchdog::gather() {
 
 void Watchdog::fire(const ProgressSnapshot& self) {
   publish(self);  // peers firing at the same moment see where this rank is now
-  std::string report = timeout_report(self, gather(), options_.timeout);
+  std::vector<milliseconds> silent;
+  auto by_rank = gather(silent);
+  // Live watchdogs publish at least once per period (they wake every period and beat when
+  // half of one has passed); twice that without a beat is a process that is not running.
+  const milliseconds stale_after = 2 * options_.period;
+  std::string report = timeout_report(self, by_rank, options_.timeout, silent, stale_after);
+  if (store_ && !store_failed_) {
+    try {
+      store_->set(watchdog_report_key(board_->rank()),
+                  std::vector<char>(report.begin(), report.end()));
+    } catch (const std::exception&) {
+      // The launcher then reports this rank's exit and log tail instead.
+    }
+  }
   fired_ = true;
   on_timeout_(report);
 }

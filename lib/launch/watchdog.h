@@ -2,12 +2,12 @@
 // The hang watchdog: a background thread per worker that turns a stuck communicator call
 // into a clear error instead of an indefinite hang (runtime.comm_timeout_s).
 //
-// Every `period` it takes this rank's ProgressBoard snapshot and, when anything changed,
-// publishes it to the rendezvous store under "rank<R>" (one small set per second at most;
-// nothing per collective). When a call on this rank has been in flight for `timeout`, it
-// publishes once more, reads every rank's latest snapshot, and hands on_timeout a report
-// naming the call, the step, which ranks of the group reached it and where the others
-// are, e.g.
+// Every `period` it takes this rank's ProgressBoard snapshot and publishes it to the
+// rendezvous store under "rank<R>" when anything changed or a period has passed since the
+// last one (a heartbeat: one small set per period at most; nothing per collective). When a call on
+// this rank has been in flight for `timeout`, it publishes once more, reads every rank's latest
+// snapshot, and hands on_timeout a report naming the call, the step, which ranks of the group
+// reached it and where the others are, e.g.
 //   collective timed out after 30 s: allreduce #431 on dp[0] (4096 B) at step 12.
 //   Reached it: ranks 0, 2, 3. Not reached: rank 1 (step 12: idle for 31.0 s since
 //   allreduce #430 on dp[0] (4096 B)).
@@ -43,10 +43,24 @@ struct WatchdogOptions {
 
 // The report for a call stuck on `self` (already aged to now): `self.longest_in_flight()`
 // is the stuck call. `by_rank[r]` is rank r's latest snapshot aged to now, or nullopt
-// when it has none; self's own entry is ignored (self is used).
+// when it has none; self's own entry is ignored (self is used). `silent[r]`, when given,
+// is how long ago rank r last published (every live watchdog publishes at least once per
+// period, a heartbeat): beyond `stale_after` (> 0) its position is marked stale, since a
+// process that stopped publishing is stopped (SIGSTOP, a debugger), frozen or cut off,
+// and is named as the likely cause, e.g.
+//   Not reached: rank 1 (STALE: no heartbeat for 3.9 s: the process is stopped (SIGSTOP,
+//   a debugger), frozen, or cut off from the rendezvous store; last known position: step
+//   1355: idle for 3.9 s since allreduce #1355 on world (20 B)). Likely cause: rank 1,
+//   which stopped reporting.
 std::string timeout_report(const comm::ProgressSnapshot& self,
                            const std::vector<std::optional<comm::ProgressSnapshot>>& by_rank,
-                           std::chrono::milliseconds timeout);
+                           std::chrono::milliseconds timeout,
+                           const std::vector<std::chrono::milliseconds>& silent = {},
+                           std::chrono::milliseconds stale_after = {});
+
+// The key (within the watchdog's store) under which the watchdog of `rank` leaves its
+// report when it fires: the launcher prints it as the reason the job stopped.
+std::string watchdog_report_key(int rank);
 
 // The store key a rank publishes its snapshot under (within the store given below).
 std::string watchdog_key(int rank);
@@ -74,7 +88,9 @@ class Watchdog {
   void loop();
   void publish(const comm::ProgressSnapshot& snapshot);
   void fire(const comm::ProgressSnapshot& self);
-  std::vector<std::optional<comm::ProgressSnapshot>> gather();
+  // Every rank's latest snapshot aged to now, and how long ago each was published.
+  std::vector<std::optional<comm::ProgressSnapshot>> gather(
+      std::vector<std::chrono::milliseconds>& silent);
 
   std::shared_ptr<const comm::ProgressBoard> board_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
@@ -85,6 +101,7 @@ class Watchdog {
   bool store_failed_ = false;  // an error was logged already
   uint64_t published_changes_ = 0;
   bool published_any_ = false;
+  std::chrono::steady_clock::time_point published_at_{};  // the heartbeat's last beat
 
   std::atomic<bool> fired_{false};
   std::mutex mu_;

@@ -40,6 +40,7 @@ Gpt::Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len,
       backend_(backend),
       B_(batch),
       T_(seq_len),
+      recompute_(options.recompute),
       params_(backend) {
   if (seq_len > config.max_seq_len) {
     throw std::invalid_argument("sequence length exceeds the model's position table");
@@ -106,25 +107,68 @@ void Gpt::allocate_activations(int slots) {
   const size_t C = static_cast<size_t>(config_.d_model);
   const size_t Ca = static_cast<size_t>(C_attn_), Cm = static_cast<size_t>(C_mlp_);
   const size_t lse_n = static_cast<size_t>(B_) * NH_local_ * T_;
+  // Backward and head scratch, shared by chunks and slots.
+  dres_ = act(N * C);
+  dC_ = act(N * C);
+  dC2_ = act(N * C);
+  dqkv_ = act(N * 3 * Ca);
+  d4C_a_ = act(N * Cm);
+  d4C_b_ = act(N * Cm);
+  scratchC_ = act(N * C);
+  if (shard_.head && shard_.tp_size > 1) {
+    logits_ = act(N * static_cast<size_t>(V_local_));
+    row_max_ = act(N);
+    xent_stats_ = act(2 * N);
+  }
+  const bool full = recompute_ == Recompute::full;
+  // What recomputation drops: one set for the whole model, refilled block by block. Three
+  // of them live in backward scratch that is idle whenever they are alive (block_backward
+  // reads them before it first writes that scratch; forward never touches it): the GELU
+  // output in d4C_b_ (overwritten only by gelu_backward, after its last read), ln_2's
+  // output in dC2_ (overwritten only by ln_2's layernorm_backward, after the c_fc weight
+  // gradient read it), and for selective ln_1's output in scratchC_ (forward overwrites it
+  // with the attention projection only after c_attn read it; backward never uses
+  // scratchC_; full recomputation runs that projection again, so not for full).
+  BlockActs shared{};
+  if (recompute_ != Recompute::none) {
+    shared.ln1 = full ? act(N * C) : scratchC_;
+    shared.ln1_mean = act(N);
+    shared.ln1_rstd = act(N);
+    shared.att = act(N * Ca);
+    shared.lse = act(lse_n);
+    shared.ln2 = dC2_;
+    shared.ln2_mean = act(N);
+    shared.ln2_rstd = act(N);
+    shared.gelu = d4C_b_;
+    if (full) {
+      shared.qkv = act(N * 3 * Ca);
+      shared.res1 = act(N * C);
+      shared.fc = act(N * Cm);
+    }
+  }
   for (int c = 0; c < num_chunks(); ++c) {
     std::vector<ChunkActs> per_slot;
     for (int s = 0; s < slots; ++s) {
       ChunkActs a;
       a.input = act(N * C);
       for (int l = 0; l < shard_.chunks[static_cast<size_t>(c)].size(); ++l) {
-        BlockActs b{};
-        b.ln1 = act(N * C);
-        b.ln1_mean = act(N);
-        b.ln1_rstd = act(N);
-        b.qkv = act(N * 3 * Ca);
-        b.att = act(N * Ca);
-        b.lse = act(lse_n);
-        b.res1 = act(N * C);
-        b.ln2 = act(N * C);
-        b.ln2_mean = act(N);
-        b.ln2_rstd = act(N);
-        b.fc = act(N * Cm);
-        b.gelu = act(N * Cm);
+        BlockActs b = shared;
+        if (recompute_ == Recompute::none) {
+          b.ln1 = act(N * C);
+          b.ln1_mean = act(N);
+          b.ln1_rstd = act(N);
+          b.att = act(N * Ca);
+          b.lse = act(lse_n);
+          b.ln2 = act(N * C);
+          b.ln2_mean = act(N);
+          b.ln2_rstd = act(N);
+          b.gelu = act(N * Cm);
+        }
+        if (!full) {
+          b.qkv = act(N * 3 * Ca);
+          b.res1 = act(N * C);
+          b.fc = act(N * Cm);
+        }
         b.res2 = act(N * C);
         a.blocks.push_back(b);
       }
@@ -139,18 +183,67 @@ void Gpt::allocate_activations(int slots) {
     }
     acts_.push_back(std::move(per_slot));
   }
-  dres_ = act(N * C);
-  dC_ = act(N * C);
-  dC2_ = act(N * C);
-  dqkv_ = act(N * 3 * Ca);
-  d4C_a_ = act(N * Cm);
-  d4C_b_ = act(N * Cm);
-  scratchC_ = act(N * C);
-  if (shard_.head && shard_.tp_size > 1) {
-    logits_ = act(N * static_cast<size_t>(V_local_));
-    row_max_ = act(N);
-    xent_stats_ = act(2 * N);
+}
+
+// Mirrors allocate_activations and declare_params buffer by buffer.
+GptMemoryFloats gpt_memory_floats(const GptConfig& config, const GptOptions& options, int batch,
+                                  int seq_len) {
+  const GptShardSpec shard =
+      options.shard.chunks.empty() ? GptShardSpec::whole(config) : options.shard;
+  const int tp = shard.tp_size;
+  check_tp_divisible(config, tp);
+  const int64_t N = int64_t{batch} * seq_len, C = config.d_model;
+  const int64_t Ca = C / tp, Cm = 4 * C / tp, V = config.vocab_size / tp;
+  const int64_t lse = int64_t{batch} * (config.n_head / tp) * seq_len;
+  // The buffers of one block, split by what each mode keeps.
+  const int64_t dropped_by_selective = 2 * (N * C + 2 * N) + N * Ca + lse + N * Cm;
+  const int64_t dropped_by_full = 3 * N * Ca + N * C + N * Cm;  // qkv, res1, fc
+  const int64_t output = N * C;                                 // res2
+  int64_t per_block = output + dropped_by_full + dropped_by_selective;
+  GptMemoryFloats m;
+  m.params = flat_size(gpt_param_specs(config, shard));
+  switch (options.recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::selective:
+      per_block = output + dropped_by_full;
+      // ln_1, ln_2 and GELU outputs live in backward scratch (allocate_activations).
+      m.recompute = dropped_by_selective - 2 * N * C - N * Cm;
+      break;
+    case Recompute::full:
+      per_block = output;
+      m.recompute = dropped_by_selective + dropped_by_full - N * C - N * Cm;  // ln_2, GELU
+      break;
   }
+  const int64_t head = 2 * N * C + 3 * N;  // ln_f output and statistics, losses, d(ln_f)
+  for (size_t c = 0; c < shard.chunks.size(); ++c) {
+    const bool has_head = shard.head && c + 1 == shard.chunks.size();
+    const int64_t slot = N * C + shard.chunks[c].size() * per_block + (has_head ? head : 0);
+    m.activations += options.slots * slot;
+  }
+  m.workspace = 4 * N * C + 3 * N * Ca + 2 * N * Cm;
+  if (shard.head && tp > 1) m.workspace += N * V + 3 * N;
+  return m;
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
+  }
+  return "none";
+}
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  throw std::invalid_argument("activation recomputation must be none, selective or full, not '" +
+                              name + "'");
 }
 
 void Gpt::init_weights(uint64_t seed) { params_.initialize(seed); }
@@ -220,7 +313,7 @@ int Gpt::tied_embedding_param() const { return wte_copy_ >= 0 ? wte_copy_ : wte_
 
 // --- forward ----------------------------------------------------------------------------
 
-void Gpt::block_forward(const BlockParams& p, BlockActs& a, const float* x) {
+void Gpt::block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output) {
   const int N = B_ * T_, C = config_.d_model;
   const size_t NC = static_cast<size_t>(N) * C;
   // Row-parallel outputs are partial sums: one rank adds the bias, the allreduce the rest.
@@ -241,7 +334,30 @@ void Gpt::block_forward(const BlockParams& p, BlockActs& a, const float* x) {
   be.linear_forward(scratchC_, a.gelu, w.data(p.fc_proj_w),
                     bias_here ? w.data(p.fc_proj_b) : nullptr, N, C_mlp_, C);
   tp_allreduce(scratchC_, NC);
-  be.add(a.res2, a.res1, scratchC_, NC);
+  if (output) be.add(a.res2, a.res1, scratchC_, NC);
+}
+
+void Gpt::recompute_block(const BlockParams& p, BlockActs& a, const float* x) {
+  const int N = B_ * T_, C = config_.d_model;
+  auto& be = backend_;
+  auto& w = params_;
+  switch (recompute_) {
+    case Recompute::none:
+      return;
+    case Recompute::selective:
+      // The same calls on the same inputs as block_forward: the same bits.
+      be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.data(p.ln1_w), w.data(p.ln1_b), N,
+                           C);
+      be.attention_forward(a.att, a.lse, a.qkv, B_, T_, C_attn_, NH_local_);
+      be.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.data(p.ln2_w), w.data(p.ln2_b),
+                           N, C);
+      be.gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * C_mlp_);
+      return;
+    case Recompute::full:
+      // The stored output may still be on its way to the next stage: leave it alone.
+      block_forward(p, a, x, false);
+      return;
+  }
 }
 
 void Gpt::head_forward(ChunkActs& a, const float* top, const int32_t* targets, bool backward,
@@ -356,6 +472,7 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   for (int j = static_cast<int>(a.blocks.size()) - 1; j >= 0; --j) {
     const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
     const int block = first + j;
+    recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
     block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
                    base + kPiecesPerBlock * (nb - 1 - block), report);
   }

@@ -29,11 +29,42 @@
 
 namespace trainctl::model {
 
+// Activation recomputation (training.activation_checkpointing): what each block keeps from
+// its forward for its backward. Recomputed values come from the same kernels on the same
+// inputs, so the gradients are bitwise those of `none`.
+//   none:      everything the backward reads (per block: 2 LayerNorm outputs and
+//              statistics, qkv, attention output and log-sum-exp, residuals, MLP pre- and
+//              post-GELU).
+//   selective: qkv, the post-attention residual, the MLP's pre-GELU activation and the
+//              block output; the LayerNorm outputs, the attention core (output and
+//              log-sum-exp, recomputed from qkv: Megatron's selective recomputation of the
+//              attention) and the GELU output are recomputed just before the block's backward.
+//   full:      only each block's output (= the next block's input); the whole block
+//              forward is recomputed from its input before its backward (with tensor
+//              parallelism, including its two TP allreduces).
+// Dropped buffers live once per model (shared by every block, chunk and slot).
+enum class Recompute { none, selective, full };
+const char* to_string(Recompute r);
+// "none" | "selective" | "full"; throws std::invalid_argument otherwise.
+Recompute parse_recompute(const std::string& name);
+
 struct GptOptions {
   GptShardSpec shard;                // empty chunks: the whole model
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
+  Recompute recompute = Recompute::none;
 };
+
+// Floats a Gpt allocates through its backend, by purpose, computed without building one
+// (`trainctl plan`'s memory estimate; a unit test holds it equal to what Gpt allocates).
+struct GptMemoryFloats {
+  int64_t params = 0;       // the flat weight buffer (the gradient buffer is as large)
+  int64_t activations = 0;  // what the `slots` micro-batches in flight keep, every chunk
+  int64_t recompute = 0;    // the shared block buffers recomputation writes into
+  int64_t workspace = 0;    // backward and head scratch shared by chunks and slots
+};
+GptMemoryFloats gpt_memory_floats(const GptConfig& config, const GptOptions& options, int batch,
+                                  int seq_len);
 
 class Gpt {
  public:
@@ -129,7 +160,10 @@ class Gpt {
 
   void declare_params();
   void allocate_activations(int slots);
-  void block_forward(const BlockParams& p, BlockActs& a, const float* x);
+  // `output`: also write the block output a.res2 (not when recomputing for backward).
+  void block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output = true);
+  // Refills what recompute_ dropped from `a` (see Recompute) before the block's backward.
+  void recompute_block(const BlockParams& p, BlockActs& a, const float* x);
   // Reports pieces first_piece .. first_piece + kPiecesPerBlock - 1 as they become final.
   void block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
                       int first_piece, bool report);
@@ -145,6 +179,7 @@ class Gpt {
   comm::Communicator* tp_;
   ops::Backend& backend_;
   int B_, T_;
+  Recompute recompute_;
   // Local widths under tensor parallelism: d_model / tp (attention), 4 d_model / tp (MLP),
   // heads / tp, vocab / tp.
   int C_attn_, C_mlp_, NH_local_, V_local_;

@@ -13,6 +13,12 @@ constexpr int64_t kAlignFloats = 16;
 int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 }  // namespace
 
+int64_t flat_size(const std::vector<ParamSpec>& specs) {
+  int64_t total = 0;
+  for (const ParamSpec& spec : specs) total = align_up(total + numel_of(spec.shard.local_shape()));
+  return total;
+}
+
 ParameterSet::~ParameterSet() {
   if (data_) backend_->free(data_);
   if (grads_) backend_->free(grads_);

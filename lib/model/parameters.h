@@ -25,6 +25,10 @@ struct Param {
   bool weight_decay = false;  // 2-D weights decay; biases and LayerNorm parameters do not
 };
 
+// Floats in the flat buffers of a ParameterSet declaring `specs` (each parameter starts
+// on a 64-byte boundary), without allocating anything: what total() will be.
+int64_t flat_size(const std::vector<ParamSpec>& specs);
+
 class ParameterSet {
  public:
   explicit ParameterSet(ops::Backend& backend) : backend_(&backend) {}

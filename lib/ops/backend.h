@@ -46,6 +46,11 @@ class Backend {
   // --- memory ------------------------------------------------------------------------
   virtual void* alloc(size_t bytes) = 0;  // zero-filled, 64-byte aligned
   virtual void free(void* p) = 0;
+  // The most bytes alloc() has had handed out at once so far (requested sizes rounded up
+  // to the allocator's granule: 64 bytes on the CPU, the caching allocator's block sizes
+  // on CUDA). This is the "tensor memory" a worker reports as mem_peak_mb and that
+  // `trainctl plan` estimates: deterministic for a given job and layout.
+  virtual size_t peak_allocated_bytes() const = 0;
   virtual void zero(float* p, size_t n) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
 

@@ -54,6 +54,20 @@ PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
   if (micro_batches_ >= (1 << 16) || gpt_.num_chunks() * stages_ >= (1 << 14)) {
     throw std::invalid_argument("pipeline: at most 65535 micro-batches and 16383 virtual stages");
   }
+  const auto floats = static_cast<size_t>(gpt_.boundary_floats());
+  for (int i = grad_staging_buffers(program_); i > 0; --i) {
+    grad_staging_.push_back(static_cast<float*>(gpt_.backend().alloc(floats * sizeof(float))));
+  }
+}
+
+PipelineExecutor::~PipelineExecutor() {
+  for (float* p : grad_staging_) gpt_.backend().free(p);
+}
+
+int grad_staging_buffers(const std::vector<Instruction>& program) {
+  int n = 0;
+  for (const Instruction& ins : program) n += ins.kind == OpKind::send_grad ? 1 : 0;
+  return n;
 }
 
 uint32_t PipelineExecutor::tag(bool gradient, int micro_batch, int vstage) const {
@@ -153,10 +167,12 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
       }
       case OpKind::send_grad: {
         if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
-        if (grad_staging_.size() <= grad_sends) grad_staging_.emplace_back();
-        std::vector<float>& staged = grad_staging_[grad_sends++];
-        staged.assign(input_grad, input_grad + gpt_.boundary_floats());
-        sends_.push_back(pp_.isend(staged.data(), bytes, ins.peer_stage,
+        if (grad_sends >= grad_staging_.size()) {
+          throw std::logic_error("pipeline: more gradient sends than staging buffers");
+        }
+        float* staged = grad_staging_[grad_sends++];
+        gpt_.backend().copy(staged, input_grad, static_cast<size_t>(gpt_.boundary_floats()));
+        sends_.push_back(pp_.isend(staged, bytes, ins.peer_stage,
                                    tag(true, ins.micro_batch, virtual_stage(ins.chunk) - 1)));
         break;
       }

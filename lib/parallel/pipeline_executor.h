@@ -22,6 +22,9 @@ namespace trainctl::parallel {
 // The most (chunk, micro-batch) pairs of one chunk held between forward and backward at
 // once: the activation slots the model needs for `program`.
 int activation_slots_needed(const std::vector<Instruction>& program);
+// The input gradients `program` sends in one step: the executor's staging buffers, each
+// one boundary activation (batch * seq_len * d_model floats).
+int grad_staging_buffers(const std::vector<Instruction>& program);
 
 struct MicroBatchData {
   const int32_t* tokens = nullptr;   // [batch, seq_len], used by the embedding chunk
@@ -41,6 +44,9 @@ class PipelineExecutor {
   // activation_slots_needed(program) slots.
   PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp, std::vector<Instruction> program,
                    int num_micro_batches);
+  ~PipelineExecutor();
+  PipelineExecutor(const PipelineExecutor&) = delete;
+  PipelineExecutor& operator=(const PipelineExecutor&) = delete;
 
   // One training step: every instruction of the list. `data(mb)` gives micro-batch mb's
   // tokens and targets; `before_final_backward` runs once, before the first backward that
@@ -63,8 +69,9 @@ class PipelineExecutor {
   comm::Communicator& pp_;
   std::vector<Instruction> program_;
   int stage_, stages_, micro_batches_;
-  // Gradients leave from the model's shared backward buffer: each send gets its own copy.
-  std::vector<std::vector<float>> grad_staging_;
+  // Gradients leave from the model's shared backward buffer: each send of a step gets its
+  // own copy, in backend memory allocated up front (grad_staging_buffers(program) of them).
+  std::vector<float*> grad_staging_;
   std::vector<std::unique_ptr<comm::PendingSend>> sends_;
 };
 

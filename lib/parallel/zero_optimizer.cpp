@@ -31,14 +31,19 @@ ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::B
   v_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
   // Backend memory: the optimizer's kernels read it (device memory on GPUs).
   if (stage_ == 2) grad_shard_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
-  send_shard_.resize(shard);
-  if (layout_.padded()) padded_.resize(static_cast<size_t>(layout_.padded_total()));
+  if (dp.size() > 1) send_shard_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
+  if (dp.size() > 1 && layout_.padded()) {
+    padded_ = static_cast<float*>(
+        backend.alloc(static_cast<size_t>(layout_.padded_total()) * sizeof(float)));
+  }
 }
 
 ZeroAdamW::~ZeroAdamW() {
   backend_.free(m_);
   backend_.free(v_);
   if (grad_shard_ != nullptr) backend_.free(grad_shard_);
+  if (send_shard_ != nullptr) backend_.free(send_shard_);
+  if (padded_ != nullptr) backend_.free(padded_);
 }
 
 template <class Fn>
@@ -68,9 +73,9 @@ void ZeroAdamW::reduce_gradients() {
   if (layout_.padded()) {
     // The reduce-scatter takes whole blocks: pad the local gradients with zeros.
     const auto total = static_cast<size_t>(layout_.total);
-    std::memcpy(padded_.data(), params_.grads(), total * sizeof(float));
-    std::fill(padded_.begin() + static_cast<std::ptrdiff_t>(total), padded_.end(), 0.0f);
-    in = padded_.data();
+    backend_.copy(padded_, params_.grads(), total);
+    backend_.zero(padded_ + total, static_cast<size_t>(layout_.padded_total()) - total);
+    in = padded_;
   }
   timed(static_cast<size_t>(layout_.padded_total()) * sizeof(float),
         [&] { dp_.reduce_scatter(in, grad_shard_, shard); });
@@ -126,13 +131,11 @@ void ZeroAdamW::step(double lr) {
   if (dp_.size() == 1) return;
   const auto shard = static_cast<size_t>(layout_.shard_size);
   const auto owned = static_cast<size_t>(end - begin);
-  std::memcpy(send_shard_.data(), params_.data() + begin, owned * sizeof(float));
-  std::fill(send_shard_.begin() + static_cast<std::ptrdiff_t>(owned), send_shard_.end(), 0.0f);
-  float* out = layout_.padded() ? padded_.data() : params_.data();
-  timed(shard * sizeof(float), [&] { dp_.allgather(send_shard_.data(), out, shard); });
-  if (layout_.padded()) {
-    std::memcpy(params_.data(), padded_.data(), static_cast<size_t>(layout_.total) * sizeof(float));
-  }
+  backend_.copy(send_shard_, params_.data() + begin, owned);
+  if (shard > owned) backend_.zero(send_shard_ + owned, shard - owned);
+  float* out = layout_.padded() ? padded_ : params_.data();
+  timed(shard * sizeof(float), [&] { dp_.allgather(send_shard_, out, shard); });
+  if (layout_.padded()) backend_.copy(params_.data(), padded_, static_cast<size_t>(layout_.total));
 }
 
 optim::OptimizerState ZeroAdamW::save_state() {

@@ -79,9 +79,10 @@ class ZeroAdamW final : public optim::Optimizer {
   ShardLayout layout_;
   float* m_ = nullptr;  // moments of the owned shard
   float* v_ = nullptr;
-  float* grad_shard_ = nullptr;    // stage 2: reduce-scatter output (backend memory)
-  std::vector<float> send_shard_;  // allgather input (the updated owned shard, padded)
-  std::vector<float> padded_;      // padded copy of the whole buffer when total % dp != 0
+  float* grad_shard_ = nullptr;  // stage 2: reduce-scatter output (backend memory)
+  // Backend memory too (the collectives read it on the device; counted as tensor memory):
+  float* send_shard_ = nullptr;  // allgather input (the updated owned shard, padded)
+  float* padded_ = nullptr;      // padded copy of the whole buffer when total % dp != 0
   int t_ = 0;
   StepCommStats stats_;
 };

@@ -213,11 +213,21 @@ int64_t Checkpointer::load(const std::string& resume) {
   int64_t step = -1;
   if (world.rank() == 0) {
     try {
+      // An interrupted save (a crash, a full disk) left its temporary directory behind: it
+      // is never read, and the next save would remove it anyway; say so at the start.
+      for (const fs::path& leftover : checkpoint::remove_leftovers(dir_)) {
+        if (say_) {
+          say_("removed " + leftover.string() +
+               ": an unfinished checkpoint left by an interrupted save");
+        }
+      }
       if (auto dir = choose_resume_checkpoint(dir_, resume, e_.gpt.config(), say_)) {
         chosen = *dir;
         step = checkpoint::read_metadata(chosen).step;
       }
     } catch (const InputError&) {
+      // run_worker prints the reason on the launcher's console too (the launcher may report
+      // another rank first, whose log only says that rank 0 refused).
       broadcast_step(world, -2);
       throw;
     } catch (...) {
@@ -226,7 +236,8 @@ int64_t Checkpointer::load(const std::string& resume) {
     }
   }
   step = broadcast_step(world, step);
-  const std::string why = "rank 0 could not load the checkpoint to resume from (its log says why)";
+  const std::string why =
+      "rank 0 could not load the checkpoint to resume from (the error rank 0 printed says why)";
   if (step == -2) throw InputError(why);
   if (step == -3) throw std::runtime_error(why);
   if (step < 0) return 0;
@@ -278,6 +289,17 @@ int64_t Checkpointer::load(const std::string& resume) {
          std::to_string(e_.layout.global_batch()) + " samples: the data continues from sample " +
          std::to_string(meta.data.samples_consumed) + ", the learning-rate schedule from step " +
          std::to_string(step));
+  }
+  // The sampler draws from (seed, step, ...): another seed means another data stream from
+  // here on, which a user who edited the spec should hear about (parameters and optimizer
+  // state still come from the checkpoint).
+  if (world.rank() == 0 && say_ && step < e_.spec.training.steps && meta.rng.is_object() &&
+      meta.rng.contains("seed") && meta.rng["seed"].is_number_unsigned() &&
+      meta.rng["seed"].get<uint64_t>() != e_.spec.seed) {
+    say_("seed changed from " + std::to_string(meta.rng["seed"].get<uint64_t>()) + " to " +
+         std::to_string(e_.spec.seed) + ": from step " + std::to_string(step + 1) +
+         " the data is drawn with the new seed (weights and optimizer state come from the "
+         "checkpoint)");
   }
   if (world.rank() == 0 && say_) {
     const auto& l = reader.metadata().layout;

@@ -3,6 +3,10 @@
 #include "checkpoint/commit.h"
 #include "checkpoint/reader.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -13,10 +17,41 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/spec_options.h"
+#include "util/error.h"
 
 namespace trainctl::train {
 
 namespace {
+constexpr const char* kOutputFiles[] = {"weights.safetensors", "batch.safetensors",
+                                        "grads.safetensors", "updated.safetensors", "step.json"};
+
+// Creates out_dir and checks that every output file can be written, so a bad --out is
+// refused up front with the operating system's reason, not as a raw filesystem error
+// halfway through.
+void prepare_output_dir(const std::filesystem::path& out_dir) {
+  namespace fs = std::filesystem;
+  auto refuse = [&](const fs::path& path, const std::string& why) {
+    throw InputError("--out " + out_dir.string() + ": " +
+                     (path == out_dir ? std::string() : path.string() + ": ") + why +
+                     "; give --out a directory you can write (it is created if missing)");
+  };
+  std::error_code ec;
+  const fs::file_status status = fs::status(out_dir, ec);
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    refuse(out_dir, "exists and is not a directory");
+  }
+  fs::create_directories(out_dir, ec);
+  if (ec) refuse(out_dir, "cannot create it: " + ec.message());
+  if (::access(out_dir.c_str(), W_OK) != 0) refuse(out_dir, std::strerror(errno));
+  for (const char* name : kOutputFiles) {
+    const fs::path file = out_dir / name;
+    const fs::file_status s = fs::symlink_status(file, ec);
+    if (!fs::exists(s)) continue;
+    if (!fs::is_regular_file(s)) refuse(file, "exists and is not a regular file");
+    if (::access(file.c_str(), W_OK) != 0) refuse(file, std::strerror(errno));
+  }
+}
+
 std::vector<checkpoint::NamedTensor> views(const model::ParameterSet& p, bool grads) {
   std::vector<checkpoint::NamedTensor> out;
   for (size_t i = 0; i < p.list().size(); ++i) {
@@ -28,7 +63,7 @@ std::vector<checkpoint::NamedTensor> views(const model::ParameterSet& p, bool gr
 
 void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir,
                   const std::optional<std::filesystem::path>& from) {
-  std::filesystem::create_directories(out_dir);
+  prepare_output_dir(out_dir);
   const int T = spec.model.seq_len, mb = spec.training.micro_batch_size;
   auto backend = ops::make_cpu_backend(backend_options(spec));
   const model::GptConfig cfg = gpt_config(spec);

@@ -15,6 +15,9 @@ namespace trainctl::train {
 //   grads.safetensors    gradients of the mean loss over the batch
 //   updated.safetensors  parameters after clipping and one optimizer step
 //   step.json            loss, gradient norm, model dims, optimizer settings
+// An out_dir that cannot take these files (it is a file such as /etc/passwd, its parent is
+// missing and cannot be made, it or one of the files is not writable, the file system is
+// read-only) is an InputError (exit 2) naming the path and the reason, before any work.
 void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir,
                   const std::optional<std::filesystem::path>& from = std::nullopt);
 

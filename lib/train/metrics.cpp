@@ -46,8 +46,7 @@ void StepTimer::restart_window() {
 
 MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd,
                                  int log_every_steps)
-    : fd_(console_fd), log_every_(log_every_steps) {
-  if (!metrics_path.empty()) file_.open(metrics_path, std::ios::app);
+    : file_(metrics_path), fd_(console_fd), log_every_(log_every_steps) {
   tty_ = fd_ >= 0 && ::isatty(fd_) == 1;
 }
 
@@ -110,10 +109,13 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["optimizer_state_mb"] = m.optimizer_state_mb;
     if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
     if (m.skipped) j["skipped"] = true;
+    j["mem_peak_mb"] = m.mem_peak_mb;
+    if (m.mem_peak_mb_max) j["mem_peak_mb_max"] = *m.mem_peak_mb_max;
+    if (!m.mem_peak_mb_ranks.empty()) j["mem_peak_mb_ranks"] = m.mem_peak_mb_ranks;
+    if (m.mem_rss_peak_mb) j["mem_rss_peak_mb"] = *m.mem_rss_peak_mb;
     if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
-    file_ << j.dump() << '\n';
-    file_.flush();
+    file_.append(j.dump());
   }
   write_console((open_line_ ? "\r\033[K" : "") + format(m) + "\n");
   open_line_ = false;

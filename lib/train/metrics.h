@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "train/jsonl_file.h"
+
 namespace trainctl::train {
 
 struct StepMetrics {
@@ -37,7 +39,18 @@ struct StepMetrics {
   // (the update was skipped and the scale halved).
   std::optional<double> loss_scale;
   bool skipped = false;
-  // device: cuda: the peak of rank 0's caching allocator so far, in MiB.
+  // Memory, in MiB. mem_peak_mb: the peak of this rank's tensor allocator so far (every
+  // buffer from Backend::alloc: weights, gradients, optimizer state, activations,
+  // communication staging; on CUDA the caching allocator's peak), the quantity `trainctl
+  // plan` estimates. On logged steps, mem_peak_mb_ranks: every world rank's (index = rank)
+  // and mem_peak_mb_max their maximum. mem_rss_peak_mb: this process's peak resident set
+  // (VmHWM: also code, libraries, heap outside the allocator, communication library buffers).
+  double mem_peak_mb = 0.0;
+  std::optional<double> mem_peak_mb_max;
+  std::vector<double> mem_peak_mb_ranks;
+  std::optional<double> mem_rss_peak_mb;
+  // device: cuda: the peak of rank 0's caching allocator so far, in MiB (= mem_peak_mb;
+  // kept under its earlier name).
   std::optional<double> device_mem_peak_mb;
   double elapsed_s = 0.0;
 };
@@ -75,12 +88,18 @@ class MetricsReporter {
   void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
   void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
   void message(const std::string& line);  // a console line (ends any progress line)
+  // The run continues after `step` completed steps (0: from scratch): drops the lines of
+  // later steps a stopped or crashed run had logged, which are about to be trained again,
+  // so metrics.jsonl shows each step once. Returns how many were dropped.
+  size_t continue_after(int64_t step) { return file_.keep_steps_through(step); }
+  // Bytes of a torn last line (an earlier process died mid-write) cut off at the start.
+  size_t repaired_bytes() const { return file_.repaired_bytes(); }
 
  private:
   void write_console(const std::string& s);
   std::string format(const StepMetrics& m) const;
 
-  std::ofstream file_;
+  JsonLinesFile file_;
   int fd_ = -1;
   int log_every_ = 1;
   bool tty_ = false;

@@ -86,6 +86,7 @@ model::GptOptions model_options(const config::JobSpec& spec, comm::ProcessGroups
                                     groups.coord.tp);
   o.tp = groups.tp.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
+  o.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   return o;
 }
 

@@ -1,7 +1,9 @@
 #include "train/step_stats.h"
 
+#include <algorithm>
+
 #include "comm/rank_coords.h"
-#include "device/make_backend.h"
+#include "util/process_memory.h"
 
 namespace trainctl::train {
 
@@ -38,6 +40,25 @@ void add_dp_comm_stats(Engine& e, StepMetrics& m) {
   m.dp_wait_max_ms = v[3] * 1e3;
 }
 
+constexpr double kMiB = 1 << 20;
+
+// Every world rank's tensor-allocator peak, gathered to every rank (a collective over the
+// world: all ranks call it on the same steps).
+void add_memory_stats(Engine& e, StepMetrics& m) {
+  comm::Communicator& world = *e.groups.world;
+  const auto mine = static_cast<float>(m.mem_peak_mb);
+  std::vector<float> all(static_cast<size_t>(world.size()));
+  if (world.size() > 1) {
+    world.allgather(&mine, all.data(), 1);
+  } else {
+    all[0] = mine;
+  }
+  m.mem_peak_mb_ranks.assign(all.begin(), all.end());
+  double most = 0;
+  for (double mb : m.mem_peak_mb_ranks) most = std::max(most, mb);
+  m.mem_peak_mb_max = most;
+}
+
 void add_pipeline_stats(Engine& e, double idle_s, StepMetrics& m) {
   m.pipeline_idle_ms = gather_pipeline_idle_ms(e, idle_s);
   double idle = 0;
@@ -60,10 +81,13 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const 
   m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
   if (e.loss_scaler) m.loss_scale = out.loss_scale;
   m.skipped = out.skipped;
-  if (e.backend->device() == Device::cuda) {
-    m.device_mem_peak_mb = static_cast<double>(device::peak_device_bytes(*e.backend)) / (1 << 20);
-  }
+  m.mem_peak_mb = static_cast<double>(e.backend->peak_allocated_bytes()) / kMiB;
+  if (e.backend->device() == Device::cuda) m.device_mem_peak_mb = m.mem_peak_mb;
   if (!logged) return m;
+  if (const std::optional<size_t> rss = peak_rss_bytes()) {
+    m.mem_rss_peak_mb = static_cast<double>(*rss) / kMiB;
+  }
+  add_memory_stats(e, m);
   if (e.groups.dp->size() > 1) add_dp_comm_stats(e, m);
   if (e.pipeline) add_pipeline_stats(e, out.pipeline_idle_s, m);
   return m;

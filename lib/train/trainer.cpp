@@ -77,6 +77,20 @@ void announce_nothing_to_train(MetricsReporter& reporter, int64_t start, int64_t
                    " (raise training.steps, or --resume none to start over)");
 }
 
+// metrics.jsonl as this run continues it: a torn last line (a crash mid-write) was cut off
+// when it was opened, and the steps after `start` that an earlier run logged go (they are
+// trained again), so each step appears once.
+void report_metrics_repairs(MetricsReporter& reporter, int64_t start) {
+  if (const size_t torn = reporter.repaired_bytes()) {
+    spdlog::warn("metrics.jsonl ended in a torn line ({} bytes, an interrupted write): cut off",
+                 torn);
+  }
+  if (const size_t dropped = reporter.continue_after(start)) {
+    spdlog::info("metrics.jsonl: dropped {} line(s) of steps after {}, which are trained again",
+                 dropped, start);
+  }
+}
+
 // metrics.jsonl, the console and this rank's log on logged steps (the throughput window
 // then starts again); else only the live progress line.
 void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, StepTimer& timer) {
@@ -125,7 +139,14 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   announce(e, reporter);
   Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
   const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
-  if (start >= steps) announce_nothing_to_train(reporter, start, steps);
+  report_metrics_repairs(reporter, start);
+  if (start >= steps) {
+    // No step, so no summary either (its time and throughput would be of nothing); the
+    // model the finished run exported stays as it was.
+    announce_nothing_to_train(reporter, start, steps);
+    groups.world->barrier();
+    return TrainResult{.steps = start};
+  }
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;

@@ -8,6 +8,7 @@
 
 #include "comm/communicator.h"
 #include "config/load.h"
+#include "launch/console.h"
 #include "launch/watchdog.h"
 #include "launch/worker_signals.h"
 #include "util/error.h"
@@ -80,6 +81,9 @@ int run_worker(const launch::WorkerEnv& env) {
     // Bad input found only in the worker (e.g. --resume names a damaged checkpoint): the
     // launcher must not restart into the same error.
     spdlog::error("worker failed: {}", e.what());
+    // Rank 0 also tells the user directly: its log may be the one thing that could not be
+    // written (a full disk), and the launcher may report another rank's echo of it first.
+    launch::write_console(env.console_fd, std::string("error: ") + e.what() + "\n");
     return kExitBadInput;
   } catch (const std::exception& e) {
     if (launch::stop_requested()) {

@@ -102,6 +102,17 @@ TEST_CASE("bad invocations exit with code 2 and say what is wrong", "[cli][integ
   CHECK(bad_rank.exit_code == 2);
   CHECK_THAT(bad_rank.err, Catch::Contains("--node-rank"));
 
+  // A human message, not CLI11's "Value 0 not in range 0.000000 to 1797...".
+  for (const char* cmd : {"train", "validate"}) {
+    ProcResult zero_nodes = run_trainctl({cmd, job.string(), "--nnodes", "0"}, dir.path());
+    CHECK(zero_nodes.exit_code == 2);
+    CHECK_THAT(zero_nodes.err, Catch::Contains("--nnodes: must be at least 1; got 0"));
+    CHECK_THAT(zero_nodes.err, !Catch::Contains("not in range"));
+  }
+  ProcResult negative_rank = run_trainctl({"train", job.string(), "--node-rank", "-1"}, dir.path());
+  CHECK(negative_rank.exit_code == 2);
+  CHECK_THAT(negative_rank.err, Catch::Contains("--node-rank: must be at least 0; got -1"));
+
   ProcResult worker = run_trainctl({"worker"}, dir.path());
   CHECK(worker.exit_code == 2);
   CHECK_THAT(worker.err, Catch::Contains("TRAINCTL_RANK"));
@@ -162,4 +173,38 @@ TEST_CASE("the CPU kernel path: --version names it, workers run the forced one, 
     CHECK_THAT(bad.err, Catch::Contains("TRAINCTL_CPU_ISA=avx9 is not a CPU kernel path; this "
                                         "CPU supports: generic"));
   }
+}
+
+TEST_CASE("inspect step refuses an --out it cannot write with exit 2 and the reason",
+          "[cli][integration]") {
+  TempDir dir("inspect-out");
+  const fs::path job = dir / "inspect.yaml";
+  write_text(job,
+             "name: inspect\nmodel: {vocab_size: 64, seq_len: 8, n_layer: 1, n_head: 2, "
+             "d_model: 16}\ntraining: {steps: 1, micro_batch_size: 1}\n");
+  const fs::path file = dir / "passwd";  // a file that is not a directory, like /etc/passwd
+  write_text(file, "root:x:0:0\n");
+  for (const auto& [out, why] : std::vector<std::pair<fs::path, std::string>>{
+           {file, "exists and is not a directory"},
+           {file / "sub", "cannot create it: Not a directory"},
+       }) {
+    const ProcResult r =
+        run_trainctl({"inspect", "step", job.string(), "--out", out.string()}, dir.path());
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("error: --out " + out.string() + ": " + why));
+  }
+  CHECK(read_text(file) == "root:x:0:0\n");
+  // An output file that is a directory is refused before any work, too.
+  fs::create_directories(dir / "out" / "step.json");
+  const ProcResult taken =
+      run_trainctl({"inspect", "step", job.string(), "--out", (dir / "out").string()}, dir.path());
+  CHECK(taken.exit_code == 2);
+  CHECK_THAT(taken.err, Catch::Contains("step.json: exists and is not a regular file"));
+  // And a writable one works.
+  const ProcResult ok =
+      run_trainctl({"inspect", "step", job.string(), "--out", (dir / "fine").string()}, dir.path());
+  INFO(ok.out << ok.err);
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::exists(dir / "fine" / "step.json"));
 }

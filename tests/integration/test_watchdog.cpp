@@ -30,3 +30,37 @@ TEST_CASE("a stalled rank is reported by the watchdog and the job exits non-zero
              Catch::Contains("Not reached: rank 1 (idle for"));
   CHECK(eventually([&] { return processes_mentioning(dir.path().string()).empty(); }, 5s));
 }
+
+TEST_CASE("a stopped worker (SIGSTOP) is named as the rank that did not arrive, marked stale",
+          "[launch][integration][watchdog]") {
+  TempDir dir("watchdog-stop");
+  const fs::path job = dir / "stop.yaml";
+  write_text(job,
+             "name: stop\nmodel: {vocab_size: 64, seq_len: 16, n_layer: 1, n_head: 2, "
+             "d_model: 16}\nparallel: {dp: 2}\n"
+             "training: {steps: 1000000, micro_batch_size: 1, global_batch_size: 2}\n"
+             "checkpoint: {every_steps: 0}\nlogging: {every_steps: 1000}\n"
+             "runtime: {comm_timeout_s: 3, comm_selftest: false}\n");
+  Proc launcher({"train", job.string()}, dir.path());
+  const fs::path log1 = dir / "runs/stop/logs/rank1.log";
+  // Training is under way once rank 0 has logged its first step.
+  REQUIRE(eventually(
+      [&] {
+        return read_text(dir / "runs/stop/logs/rank0.log").find("step 1/") != std::string::npos;
+      },
+      30s));
+  const pid_t rank1 = worker_pid_from_log(log1);
+  REQUIRE(rank1 > 0);
+  ::kill(rank1, SIGSTOP);
+  ProcResult r = launcher.wait(40s);
+  ::kill(rank1, SIGCONT);  // in case the launcher did not reap it (it SIGKILLs it)
+  INFO(r.err);
+  CHECK(r.exit_code == 3);
+  // The launcher leads with rank 0's report, which names rank 1 as stale, not rank 0.
+  CHECK_THAT(r.err, Catch::Contains("rank 0 on node 0 stopped the job after "
+                                    "runtime.comm_timeout_s: collective timed out after 3 s"));
+  CHECK_THAT(r.err, Catch::Contains("Not reached: rank 1 (STALE: no heartbeat for"));
+  CHECK_THAT(r.err, Catch::Contains("Likely cause: rank 1, which stopped reporting."));
+  CHECK_THAT(r.err, !Catch::Contains("rank 0 on node 0 failed"));
+  CHECK(eventually([&] { return processes_mentioning(dir.path().string()).empty(); }, 5s));
+}

@@ -216,6 +216,19 @@ TEST_CASE("the timeout report names the call and which ranks reached it", "[comm
                              "31.0 s since allreduce #430 on dp[0] (4096 B))."));
   CHECK_THAT(report, Catch::Contains("Ranks outside dp[0]:\n  rank 4: step 12: no communicator"));
 
+  SECTION("a rank whose heartbeat stopped is marked stale and named as the likely cause") {
+    std::vector<std::chrono::milliseconds> silent(5, 400ms);
+    silent[1] = 5000ms;  // SIGSTOPped: its last report is 5 s old
+    const std::string stale = launch::timeout_report(self, by_rank, 30s, silent, 2000ms);
+    CHECK_THAT(stale, Catch::Contains("Not reached: rank 1 (STALE: no heartbeat for 5 s: the "
+                                      "process is stopped (SIGSTOP, a debugger), frozen"));
+    CHECK_THAT(stale, Catch::Contains("last known position: step 12: idle for 31.0 s"));
+    CHECK_THAT(stale, Catch::Contains("Likely cause: rank 1, which stopped reporting."));
+    // Live ranks (recent heartbeats) are described as before, and no cause is guessed.
+    silent[1] = 400ms;
+    const std::string live = launch::timeout_report(self, by_rank, 30s, silent, 2000ms);
+    CHECK_THAT(live, !Catch::Contains("STALE") && !Catch::Contains("Likely cause"));
+  }
   SECTION("a rank without a report is not reached") {
     by_rank[2].reset();
     CHECK_THAT(launch::timeout_report(self, by_rank, 30s),

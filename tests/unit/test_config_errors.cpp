@@ -79,7 +79,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(optimizer:
   lr: 0
 )",
-                "job.yaml:2:7:", "optimizer.lr", {"must be > 0"});
+                "job.yaml:2:7:", "optimizer.lr", {"must be in (0, 10]"});
   require_error(R"(data:
   type: synthetic
   val_fraction: 1.0
@@ -97,7 +97,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(runtime:
   comm_timeout_s: -1
 )",
-                "job.yaml:2:19:", "runtime.comm_timeout_s", {"> 0"});
+                "job.yaml:2:19:", "runtime.comm_timeout_s", {"in (0, 604800]"});
   require_error(R"(runtime:
   max_restarts: 5000
 )",
@@ -109,7 +109,7 @@ TEST_CASE("config: out-of-range values", "[config]") {
   require_error(R"(optimizer:
   eps: 0
 )",
-                "job.yaml:2:8:", "optimizer.eps", {"> 0"});
+                "job.yaml:2:8:", "optimizer.eps", {"in (0, 1]"});
   require_error(R"(parallel:
   dp: 0
 )",
@@ -138,9 +138,14 @@ device: gpu
 )",
                 "job.yaml:2:13:", "parallel.schedule", {"gpipe | 1f1b", "`1f1b`"});
   require_error(R"(parallel:
+  zero: 4
+)",
+                "job.yaml:2:9:", "parallel.zero", {"0 | 1 | 2 | 3"});
+  // ZeRO-3 is a known stage this build refuses, with the reason and what to use instead.
+  require_error(R"(parallel:
   zero: 3
 )",
-                "job.yaml:2:9:", "parallel.zero", {"0 | 1 | 2"});
+                "job.yaml:2:9:", "parallel.zero", {"not implemented yet", "zero: 2"});
   require_error(R"(precision:
   compute: bfloat16
 )",
@@ -195,7 +200,11 @@ parallel: {dp: 1}
                 "job.yaml:2:3:", "", {"keys must be plain names"});
   require_error("- a\n- b\n", "job.yaml:1:1:", "", {"must be a map of sections"});
   require_error("# only a comment\n", "job.yaml:", "", {"empty"});
-  require_error("name: a\n---\nname: b\n", "job.yaml:", "", {"2 YAML documents"});
+  require_error("name: a\n---\nname: b\n", "job.yaml:2:1:", "",
+                {"a second YAML document starts here"});
+  // yaml-cpp's LoadAll never returns for these (endless empty documents): found by fuzz_spec.
+  require_error(",", "job.yaml:1:1:", "", {"a second YAML document starts here"});
+  require_error("{name: a},", "job.yaml:1:10:", "", {"a second YAML document starts here"});
   require_error(R"(name: my job
 )",
                 "job.yaml:1:7:", "name", {"plain name"});

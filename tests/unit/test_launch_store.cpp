@@ -2,14 +2,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "launch/job_token.h"
 #include "launch/prefixed_store.h"
+#include "launch/repeat_limiter.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
 #include "launch/worker_env.h"
@@ -107,6 +112,45 @@ TEST_CASE("store: a client with a wrong token is rejected, the right one served"
   TcpStoreClient good("127.0.0.1", server.port(), "the-job-token", quick_options());
   good.set("x", bytes("y"));
   CHECK(text(good.get("x")) == "y");
+}
+
+TEST_CASE("a repeated warning is let through at most once per interval, with a count", "[launch]") {
+  RepeatLimiter limit(1s);
+  const RepeatLimiter::Clock::time_point t0{};
+  CHECK(limit.admit(t0 + 10s) == 0u);  // the first one at once
+  CHECK_FALSE(limit.admit(t0 + 10s + 100ms));
+  CHECK_FALSE(limit.admit(t0 + 10s + 900ms));
+  CHECK_FALSE(limit.overdue(t0 + 10s + 950ms));  // too early for the summary
+  CHECK(limit.admit(t0 + 11s) == 2u);            // the next one carries the two held back
+  CHECK_FALSE(limit.admit(t0 + 11s + 10ms));
+  CHECK(limit.overdue(t0 + 12s + 10ms) == 1u);  // a burst that stopped is still summarised
+  CHECK_FALSE(limit.overdue(t0 + 20s));         // once
+}
+
+TEST_CASE("store: a flood of clients with a wrong token is logged once per second, counted",
+          "[launch]") {
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  constexpr int kClients = 40;
+  {
+    TcpStoreServer server("the-job-token", 0, "127.0.0.1");
+    for (int i = 0; i < kClients; ++i) {
+      CHECK_THROWS_AS(TcpStoreClient("127.0.0.1", server.port(), "wrong", quick_options()),
+                      TokenRejectedError);
+    }
+  }
+  spdlog::set_default_logger(previous);
+  size_t lines = 0;
+  std::istringstream in(out.str());
+  for (std::string line; std::getline(in, line);)
+    lines += line.find("rendezvous store") != line.npos;
+  INFO(out.str());
+  // One line per second of the flood (it takes well under a few seconds), not one per client.
+  CHECK(lines >= 1);
+  CHECK(lines < 10);
+  CHECK_THAT(out.str(), Catch::Contains("rejected a client from 127.0.0.1"));
 }
 
 TEST_CASE("store: unreachable store and lost store are RendezvousErrors", "[launch]") {

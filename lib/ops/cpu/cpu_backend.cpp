@@ -37,10 +37,14 @@ void* CpuBackend::alloc(size_t bytes) {
   void* p = std::aligned_alloc(64, padded);
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, padded);
+  allocated_.allocated(p, padded);
   return p;
 }
 
-void CpuBackend::free(void* p) { std::free(p); }
+void CpuBackend::free(void* p) {
+  allocated_.freed(p);
+  std::free(p);
+}
 
 void CpuBackend::zero(float* p, size_t n) {
   pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain * 8,

@@ -8,6 +8,7 @@
 #include "ops/backend.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/cpu/thread_pool.h"
+#include "tensor/allocation_counter.h"
 
 namespace trainctl::ops::cpu {
 
@@ -24,6 +25,7 @@ class CpuBackend final : public Backend {
 
   void* alloc(size_t bytes) override;
   void free(void* p) override;
+  size_t peak_allocated_bytes() const override { return allocated_.peak_bytes(); }
   void zero(float* p, size_t n) override;
   void copy(float* dst, const float* src, size_t n) override;
 
@@ -89,6 +91,7 @@ class CpuBackend final : public Backend {
   void round_to_matmul_type(float* dst, const float* src, size_t n);
 
   DType matmul_;
+  AllocationCounter allocated_;  // alloc()/free(): the worker's tensor memory
   const CpuKernels& kernels_;
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;

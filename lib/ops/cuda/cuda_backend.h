@@ -45,7 +45,7 @@ class CudaBackend final : public Backend {
   int threads() const override { return threads_; }
   DType matmul_dtype() const override { return matmul_; }
   int device_index() const { return device_; }
-  size_t peak_allocated_bytes() const { return allocator_.peak_bytes(); }
+  size_t peak_allocated_bytes() const override { return allocator_.peak_bytes(); }
 
   void* alloc(size_t bytes) override;
   void free(void* p) override;

@@ -1,0 +1,210 @@
+#include "plan/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "comm/rank_coords.h"
+#include "model/gpt.h"
+#include "parallel/pipeline_executor.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/shard_layout.h"
+#include "util/error.h"
+
+namespace trainctl::plan {
+
+namespace {
+
+constexpr double kFloat = sizeof(float);
+constexpr double kMiB = 1 << 20;
+
+model::GptConfig gpt_config_of(const config::ModelSpec& m) {
+  model::GptConfig c;
+  c.vocab_size = m.vocab_size;
+  c.max_seq_len = m.seq_len;
+  c.n_layer = m.n_layer;
+  c.n_head = m.n_head;
+  c.d_model = m.d_model;
+  return c;
+}
+
+// What the engine builds for pipeline stage `stage`, as Engine and its parts allocate it
+// (train/engine.cpp, train/spec_options.cpp).
+MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
+  const config::ParallelSpec& par = spec.parallel;
+  const model::GptConfig config = gpt_config_of(spec.model);
+  std::vector<parallel::Instruction> program;
+  if (par.pp > 1) {
+    program = parallel::make_schedule(parallel::parse_schedule_kind(par.schedule), stage, par.pp,
+                                      spec.grad_accum(), par.virtual_stages);
+  }
+  model::GptOptions options;
+  options.shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage,
+                                          par.virtual_stages, par.tp, 0);
+  options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
+  options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  model::GptMemoryFloats g;
+  try {
+    g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
+                                 spec.model.seq_len);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+
+  MemoryBreakdown b;
+  b.stage = stage;
+  b.activation_slots = options.slots;
+  const auto params = static_cast<double>(g.params);
+  b.parameters = params * kFloat;
+  b.gradients = params * kFloat;
+  const int zero = par.dp > 1 ? par.zero : 0;  // as data_parallel_options
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp);
+  const auto shard_floats = static_cast<double>(shard.shard_size);
+  if (spec.optimizer.type == "adamw") {
+    b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
+  } else {
+    b.optimizer = params * kFloat;  // SGD's momentum buffer
+  }
+  if (zero >= 2) b.gradients += shard_floats * kFloat;
+  if (zero >= 1) {
+    b.communication += shard_floats * kFloat;  // allgather input
+    if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
+  }
+  const double boundary =
+      static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
+  b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
+  b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
+  b.workspace = static_cast<double>(g.workspace) * kFloat;
+  return b;
+}
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", bytes / kMiB);
+  return text;
+}
+
+// "0-3" or "0, 4" for the world ranks of a stage.
+std::string ranks_of_stage(const Layout& layout, int stage) {
+  std::vector<int> ranks;
+  for (int dp = 0; dp < layout.dp; ++dp) {
+    for (int tp = 0; tp < layout.tp; ++tp) ranks.push_back(comm::rank_of(layout, {dp, tp, stage}));
+  }
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size())) {
+    return std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+  }
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec) {
+  std::vector<MemoryBreakdown> plan;
+  for (int stage = 0; stage < spec.parallel.pp; ++stage) plan.push_back(plan_stage(spec, stage));
+  return plan;
+}
+
+double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
+  double peak = 0;
+  for (const MemoryBreakdown& b : plan) peak = std::max(peak, b.total());
+  return peak;
+}
+
+std::string format_memory_plan(const config::JobSpec& spec,
+                               const std::vector<MemoryBreakdown>& plan) {
+  std::string out =
+      "memory per rank (MiB; tensor memory, as mem_peak_mb in metrics.jsonl; activation "
+      "checkpointing: " +
+      spec.training.activation_checkpointing + "):\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-8s %-6s %10s %10s %10s %15s %10s %10s %10s\n", "ranks",
+                "stage", "params", "grads", "optimizer", "activations", "comm", "workspace",
+                "total");
+  out += line;
+  for (const MemoryBreakdown& b : plan) {
+    const std::string acts =
+        mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)";
+    std::snprintf(line, sizeof line, "  %-8s %-6d %10s %10s %10s %15s %10s %10s %10s\n",
+                  ranks_of_stage(spec.parallel, b.stage).c_str(), b.stage,
+                  mib(b.parameters).c_str(), mib(b.gradients).c_str(), mib(b.optimizer).c_str(),
+                  acts.c_str(), mib(b.communication).c_str(), mib(b.workspace).c_str(),
+                  mib(b.total()).c_str());
+    out += line;
+  }
+  return out;
+}
+
+std::string memory_plan_json(const config::JobSpec& spec,
+                             const std::vector<MemoryBreakdown>& plan) {
+  nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+  for (int rank = 0; rank < spec.parallel.world_size(); ++rank) {
+    const MemoryBreakdown& b = plan.at(static_cast<size_t>(comm::coord_of(spec.parallel, rank).pp));
+    nlohmann::ordered_json j;
+    j["rank"] = rank;
+    j["stage"] = b.stage;
+    j["activation_slots"] = b.activation_slots;
+    j["parameters"] = b.parameters / kMiB;
+    j["gradients"] = b.gradients / kMiB;
+    j["optimizer"] = b.optimizer / kMiB;
+    j["activations"] = b.activations / kMiB;
+    j["communication"] = b.communication / kMiB;
+    j["workspace"] = b.workspace / kMiB;
+    j["total"] = b.total() / kMiB;
+    ranks.push_back(std::move(j));
+  }
+  return ranks.dump();
+}
+
+std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_bytes) {
+  std::vector<FitOption> options;
+  auto consider = [&](const std::string& change, const config::JobSpec& changed) {
+    try {
+      const double peak = peak_rank_bytes(plan_memory(changed));
+      if (peak < peak_rank_bytes(plan_memory(spec))) options.push_back({change, peak});
+    } catch (const std::exception&) {
+      // A change the model cannot take (layers or heads do not split): not an option.
+    }
+  };
+  for (const char* mode : {"selective", "full"}) {
+    if (spec.training.activation_checkpointing == mode) continue;
+    config::JobSpec s = spec;
+    s.training.activation_checkpointing = mode;
+    consider(std::string("training.activation_checkpointing: ") + mode, s);
+  }
+  if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
+    for (int zero = spec.parallel.zero + 1; zero <= 2; ++zero) {
+      config::JobSpec s = spec;
+      s.parallel.zero = zero;
+      consider("parallel.zero: " + std::to_string(zero), s);
+    }
+  }
+  if (spec.parallel.pp * 2 <= spec.model.n_layer) {
+    config::JobSpec s = spec;
+    s.parallel.pp *= 2;
+    consider("parallel.pp: " + std::to_string(s.parallel.pp) + " (" +
+                 std::to_string(s.world_size()) + " workers)",
+             s);
+  }
+  if (spec.training.micro_batch_size > 1) {
+    config::JobSpec s = spec;
+    s.training.micro_batch_size = spec.training.micro_batch_size / 2;
+    if (s.training.global_batch_size % (s.training.micro_batch_size * s.parallel.dp) == 0) {
+      consider("training.micro_batch_size: " + std::to_string(s.training.micro_batch_size) +
+                   " (more accumulation, same global batch)",
+               s);
+    }
+  }
+  std::stable_sort(options.begin(), options.end(), [&](const FitOption& a, const FitOption& b) {
+    const bool fa = a.peak_bytes <= limit_bytes, fb = b.peak_bytes <= limit_bytes;
+    if (fa != fb) return fa;
+    // Among those that fit, the gentlest change (least saving) first; else the biggest saving.
+    return fa ? a.peak_bytes > b.peak_bytes : a.peak_bytes < b.peak_bytes;
+  });
+  return options;
+}
+
+}  // namespace trainctl::plan

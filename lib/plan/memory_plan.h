@@ -1,0 +1,60 @@
+#pragma once
+// The memory plan: what each rank of a job will hold, estimated from the spec alone
+// (`trainctl plan`, `validate`, and the check that refuses a job that will not fit).
+//
+// What it models, and so what it is compared with: the worker's tensor memory, every
+// buffer from Backend::alloc (metrics.jsonl's mem_peak_mb; deterministic for a job and a
+// layout). All of it is allocated when the engine is built, so the peak is reached before
+// the first step and does not move after. Not modelled: the process itself (code,
+// libraries, OpenBLAS and thread stacks), the CPU kernels' per-thread scratch, the
+// communication library's internal buffers and host-side copies made while saving a
+// checkpoint; those show in mem_rss_peak_mb.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.h"
+
+namespace trainctl::plan {
+
+// Bytes of one pipeline stage's ranks (every DP and TP rank of a stage holds the same).
+struct MemoryBreakdown {
+  int stage = 0;
+  int activation_slots = 0;  // micro-batches the schedule keeps in flight per chunk
+  double parameters = 0;     // fp32 weights of the stage's shard
+  double gradients = 0;      // the gradient buffer (+ ZeRO-2's reduce-scatter output)
+  double optimizer = 0;      // AdamW's moments (sharded over DP with ZeRO) or SGD's momentum
+  double activations = 0;    // kept between forward and backward, plus recomputation's buffers
+  double communication = 0;  // ZeRO allgather staging, pipeline gradient staging
+  double workspace = 0;      // backward and loss scratch shared by every block
+  double total() const {
+    return parameters + gradients + optimizer + activations + communication + workspace;
+  }
+};
+
+// One entry per pipeline stage, stage 0 first. Throws InputError for a spec the model
+// cannot be split by (as validation would).
+std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec);
+
+// The largest stage total: what every rank must fit.
+double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan);
+
+// A table, one line per stage (with the world ranks it covers), in MiB.
+std::string format_memory_plan(const config::JobSpec& spec,
+                               const std::vector<MemoryBreakdown>& plan);
+
+// `plan --json`'s memory_mb: one object per world rank (rank order) with rank, stage,
+// activation_slots and the parts and `total` in MiB. JSON text.
+std::string memory_plan_json(const config::JobSpec& spec, const std::vector<MemoryBreakdown>& plan);
+
+// A change to the spec and the peak per-rank estimate it gives.
+struct FitOption {
+  std::string change;  // e.g. "training.activation_checkpointing: full"
+  double peak_bytes = 0;
+};
+// The single changes (recomputation, ZeRO, twice the pipeline stages, half the
+// micro-batch) that lower the estimate: those that fit `limit_bytes` first, the gentlest
+// (least saving) of them first; then the others, the biggest saving first.
+std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_bytes);
+
+}  // namespace trainctl::plan
