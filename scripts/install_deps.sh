@@ -17,6 +17,9 @@ packages=(
   python3 python3-torch python3-numpy python3-venv
   # `trainctl report --png` and the report's browser test (headless).
   chromium fonts-dejavu-core
+  # Several hosts on one machine for the multihost tests (ip netns, tc; unshare is in
+  # util-linux, which every Debian has).
+  iproute2
 )
 
 missing=()

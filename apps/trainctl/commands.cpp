@@ -235,6 +235,16 @@ int cmd_bench_comm(const BenchCommArgs& args) {
   }
   if (args.iters < 1) throw InputError("--iters must be at least 1");
 
+  launch::LaunchOptions opt;
+  opt.mode = launch::WorkerMode::bench_comm;
+  opt.cluster = launch::resolve_cluster(args.cluster, launch::process_env());
+  opt.token = args.token;
+  opt.node_addr = args.node_addr;
+  if (opt.cluster.nnodes > 1 && !args.run_dir) {
+    throw InputError("bench comm on " + std::to_string(opt.cluster.nnodes) +
+                     " nodes needs --run-dir: a directory every node shares (the nodes check "
+                     "that they see the same one before they start)");
+  }
   fs::path run_dir;
   bool temporary = !args.run_dir.has_value();
   if (temporary) {
@@ -254,11 +264,6 @@ int cmd_bench_comm(const BenchCommArgs& args) {
                      "}\n";
   config::JobSpec spec = config::parse_job_spec(yaml, "<bench comm>", fs::current_path());
 
-  launch::LaunchOptions opt;
-  opt.mode = launch::WorkerMode::bench_comm;
-  opt.cluster = launch::resolve_cluster(
-      {.nnodes = 1, .node_rank = 0, .master_addr = "127.0.0.1", .master_port = 0},
-      launch::process_env());
   opt.worker_env = {{"TRAINCTL_BENCH_MIN_BYTES", std::to_string(args.min_bytes)},
                     {"TRAINCTL_BENCH_MAX_BYTES", std::to_string(args.max_bytes)},
                     {"TRAINCTL_BENCH_ITERS", std::to_string(args.iters)}};

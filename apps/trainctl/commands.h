@@ -35,6 +35,10 @@ struct BenchCommArgs {
   int iters = 5;
   std::string allreduce_algo = "auto";           // runtime.allreduce_algo of the built-in job
   std::optional<std::filesystem::path> run_dir;  // unset: a temporary directory
+  // Several nodes (--nnodes ... or Slurm): --world workers in all, one launcher per node.
+  launch::ClusterFlags cluster;
+  std::optional<std::string> token;
+  std::optional<std::string> node_addr;
 };
 int cmd_bench_comm(const BenchCommArgs& args);
 

@@ -227,14 +227,19 @@ int run(int argc, char** argv) {
       });
   bench_comm->add_option("--run-dir", bench_run_dir,
                          "Keep the run directory (worker logs) here; default: a temporary "
-                         "directory, removed after a successful run");
+                         "directory, removed after a successful run (several nodes: required, "
+                         "on a file system every node shares)");
+  ClusterOptions bench_cluster;
+  bench_cluster.add_to(bench_comm, true);
   bench_comm->footer(
       "Example:\n  trainctl bench comm --world 4 --min-bytes 1K --max-bytes 16M\n"
       "  trainctl bench comm --allreduce-algo ring     # the same over TCP only\n\n"
       "Columns: message size, time per call (slowest rank's median), algorithm bandwidth\n"
       "(size / time), bus bandwidth (comparable across world sizes, as nccl-tests) and the\n"
       "algorithm each size used: shm (shared memory, workers on one host), direct or ring\n"
-      "(over TCP).");
+      "(over TCP), hierarchical (shared memory within hosts, TCP across them).\n\n"
+      "Several nodes: --world workers in all, one launcher per node with the same --nnodes,\n"
+      "--master-addr, --master-port, --token and a shared --run-dir (or under Slurm).");
 
   CLI::App* inspect = app.add_subcommand("inspect", "Look inside a job's computation");
   inspect->require_subcommand(1);
@@ -469,6 +474,11 @@ int run(int argc, char** argv) {
   if (report->parsed()) return trainctl::app::cmd_report(report_args);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
+    trainctl::app::LaunchArgs cluster_args;
+    bench_cluster.fill(cluster_args);
+    bench_args.cluster = cluster_args.cluster;
+    bench_args.token = cluster_args.token;
+    bench_args.node_addr = cluster_args.node_addr;
     return trainctl::app::cmd_bench_comm(bench_args);
   }
   return trainctl::kExitInternal;

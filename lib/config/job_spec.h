@@ -121,7 +121,7 @@ struct RuntimeSpec {
   double comm_timeout_s = 300;
   bool comm_selftest = true;  // verify every group's collectives before training
   // Allreduce algorithm: auto (chosen per message size from measurements on loopback)
-  // | direct | ring | gloo_ring | ring_chunked | halving_doubling.
+  // | direct | ring | gloo_ring | ring_chunked | halving_doubling | shm | hierarchical.
   std::string allreduce_algo = "auto";
   // Tensor memory a worker may plan to use (MiB); a job whose estimate (`trainctl plan`)
   // exceeds it is refused before launch. Unset: this node's memory divided by its workers

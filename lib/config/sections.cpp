@@ -193,7 +193,8 @@ void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
   r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true, kMaxCommTimeoutS, false});
   r.read("comm_selftest", runtime.comm_selftest);
   r.read_choice("allreduce_algo", runtime.allreduce_algo,
-                {"auto", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling", "shm"},
+                {"auto", "direct", "ring", "gloo_ring", "ring_chunked", "halving_doubling", "shm",
+                 "hierarchical"},
                 {{"automatic", "auto"}});
   if (r.has("memory_limit_mb")) {
     double limit = 0;

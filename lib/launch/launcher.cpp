@@ -14,9 +14,11 @@
 #include "config/load.h"
 #include "launch/job_token.h"
 #include "launch/launcher_signals.h"
+#include "launch/node_heartbeat.h"
 #include "launch/prefixed_store.h"
 #include "launch/rank_map.h"
 #include "launch/run_dir_lock.h"
+#include "launch/shared_dir_check.h"
 #include "launch/tcp_store_client.h"
 #include "launch/tcp_store_server.h"
 #include "launch/watchdog.h"
@@ -35,6 +37,12 @@ using std::chrono::milliseconds;
 constexpr milliseconds kTick{200};       // supervision loop wake-up
 constexpr milliseconds kAbortPoll{500};  // how often other nodes' failures are checked
 constexpr size_t kLogTailLines = 20;
+// After a worker failed, how long this node watches the other launchers' heartbeats (and
+// waits for another node's abort) before it reports the failure as its own.
+constexpr milliseconds kNodeSilence{1500};
+// How long a node waits for node 0's token file once node 0's store is up (network file
+// systems may show a new file late) before it concludes run_dir is not shared.
+constexpr milliseconds kTokenFileGrace{10000};
 
 std::string self_exe() {
   char buf[PATH_MAX];
@@ -104,6 +112,8 @@ class Launcher {
   // Returns false when a stop signal arrived first.
   bool connect_store();
   bool join_nodes(int attempt);
+  // Every node sees node 0's run_dir, data file and spec, else InputError on every node.
+  void check_shared_files();
   void start_workers(int attempt);
   AttemptResult supervise(int attempt);
   void stop_workers(milliseconds grace);
@@ -115,6 +125,12 @@ class Launcher {
   // The abort reason another node published, waiting up to `limit` for one to appear.
   std::optional<std::string> wait_for_abort(int attempt, milliseconds limit);
   std::optional<std::string> abort_reason(int attempt);
+  // The other nodes whose launcher stopped beating while this node watched, as
+  // "node 1 (10.77.0.2)"; empty when none (or another node published an abort meanwhile).
+  std::string silent_nodes(int attempt);
+  void beat() {
+    if (beats_) beats_->beat();
+  }
   int preempted_before_start(int sig);
   void restore_previous_config();
 
@@ -132,6 +148,7 @@ class Launcher {
   std::shared_ptr<TcpStoreClient> store_;
   std::vector<WorkerProcess> workers_;
   std::optional<RunDirLock> run_dir_lock_;  // node 0: held until the launcher ends
+  std::optional<NodeHeartbeats> beats_;     // multi-node: this attempt's launcher heartbeats
   // config.resolved.yaml as it was before this job (nullopt: there was none), put back when
   // the workers refuse the job as bad input: a refused job leaves the run as it found it.
   std::optional<std::string> previous_config_;
@@ -212,8 +229,12 @@ bool Launcher::connect_store() {
   std::string last_error = "no token yet: neither --token/TRAINCTL_TOKEN nor " +
                            token_file.string() + " (written by node 0)";
   bool waiting_logged = false;
+  // Node 0 writes the token file before its store starts listening: a store that is up
+  // while this node finds no current token file means run_dir is not shared with node 0.
+  std::optional<Clock::time_point> store_up_without_token;
   while (Clock::now() < deadline) {
     std::optional<std::string> token = opt_.token ? opt_.token : read_token_file(token_file);
+    bool token_failed = !token;
     if (token) {
       try {
         client_options.connect_timeout = std::chrono::seconds(2);
@@ -224,9 +245,27 @@ bool Launcher::connect_store() {
       } catch (const TokenRejectedError& e) {
         if (opt_.token) throw;  // the user's token is wrong: retrying will not help
         last_error = e.what();
+        token_failed = true;
       } catch (const RendezvousError& e) {
         last_error = e.what();
       }
+    }
+    if (!token_failed) {
+      store_up_without_token.reset();
+    } else if (!store_up_without_token) {
+      if (store_reachable(c.master_addr, c.master_port, milliseconds(500))) {
+        store_up_without_token = Clock::now();
+      }
+    } else if (Clock::now() - *store_up_without_token >= kTokenFileGrace) {
+      throw InputError(
+          "node " + std::to_string(node_) + ": node 0's rendezvous store at " + c.master_addr +
+          ":" + std::to_string(c.master_port) + " is up, but " + token_file.string() +
+          ", which node 0 writes before starting it, " +
+          (token ? "holds another run's token" : "is missing") + " here after " +
+          seconds_text(kTokenFileGrace) + ": run_dir " + spec_.run_dir.string() +
+          " is not the directory node 0 uses. Every node writes checkpoints into run_dir, so put "
+          "it on a shared file system (NFS, Lustre, ...) or on a directory that every node "
+          "mounts at the same path");
     }
     if (!waiting_logged) {
       spdlog::info("waiting for node 0's rendezvous store at {}:{} ({})", c.master_addr,
@@ -260,7 +299,9 @@ bool Launcher::join_nodes(int attempt) {
       throw RendezvousError(
           "node(s) " + missing + " did not join within " + seconds_text(rendezvous_timeout_) +
           ": start one launcher per node with the same --nnodes, --master-addr and "
-          "--master-port (under Slurm: srun --ntasks-per-node=1 trainctl ...)");
+          "--master-port (under Slurm: srun --ntasks-per-node=1 trainctl ...), the same "
+          "--token/TRAINCTL_TOKEN if one is given, and a run_dir that all nodes share (the "
+          "missing node's own log says why it did not join)");
     }
     if (int sig = signals_.wait(kTick)) {
       preempted_before_start(sig);
@@ -272,6 +313,17 @@ bool Launcher::join_nodes(int attempt) {
                  attempt, node_addr_);
   }
   return true;
+}
+
+void Launcher::check_shared_files() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  SharedFilesCheckOptions o;
+  o.node = node_;
+  o.nnodes = nnodes_;
+  o.host = "host " + std::string(host) + ", " + node_addr_;
+  o.timeout = rendezvous_timeout_;
+  check_nodes_share_files(*store_, spec_, config::to_yaml(spec_), o);
 }
 
 void Launcher::start_workers(int attempt) {
@@ -320,6 +372,7 @@ void Launcher::stop_workers(milliseconds grace) {
   };
   bool hurried = false;
   while (any_running() && Clock::now() < deadline) {
+    beat();
     if (int sig = signals_.wait(milliseconds(50))) {
       spdlog::warn("received {} again: killing the workers now (no waiting for a checkpoint)",
                    signal_name(sig));
@@ -434,6 +487,7 @@ std::optional<std::string> Launcher::wait_for_abort(int attempt, milliseconds li
     for (;;) {
       if (auto reason = abort_reason(attempt)) return reason;
       if (Clock::now() >= deadline) return std::nullopt;
+      beat();
       std::this_thread::sleep_for(milliseconds(100));
     }
   } catch (const RendezvousError&) {
@@ -447,9 +501,35 @@ std::optional<std::string> Launcher::abort_reason(int attempt) {
   return store_->get_string(key, std::chrono::seconds(5));
 }
 
+std::string Launcher::silent_nodes(int attempt) {
+  if (node_ != 0) {
+    try {
+      store_->check({kAbortKey});
+    } catch (const RendezvousError&) {
+      return "node 0 (" + opt_.cluster.master_addr + ", whose rendezvous store is gone)";
+    }
+  }
+  const std::vector<int64_t> before = beats_->sample();
+  if (wait_for_abort(attempt, kNodeSilence)) return "";
+  std::string names;
+  for (int n : beats_->silent_between(before, beats_->sample())) {
+    std::string addr;
+    try {
+      addr = store_->get_string(attempt_prefix(attempt) + "launcher/" + std::to_string(n),
+                                milliseconds(1000));
+    } catch (const RendezvousError&) {
+    }
+    names += (names.empty() ? "" : ", ") + ("node " + std::to_string(n)) +
+             (addr.empty() ? "" : " (" + addr + ")");
+  }
+  return names;
+}
+
 AttemptResult Launcher::supervise(int attempt) {
   auto next_abort_poll = Clock::now() + kAbortPoll;
+  if (nnodes_ > 1) beats_.emplace(*store_, attempt_prefix(attempt) + "beat/", node_, nnodes_);
   for (;;) {
+    beat();
     std::vector<const WorkerProcess*> failed;
     bool all_done = true;
     for (auto& w : workers_) {
@@ -469,6 +549,21 @@ AttemptResult Launcher::supervise(int attempt) {
                         *elsewhere, r.reason);
           stop_workers(opt_.failure_grace);
           return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+        }
+        // No abort: maybe another node's launcher is gone and could not publish one. An
+        // abort that appears meanwhile (a node that was only slow to say) wins.
+        const std::string gone = silent_nodes(attempt);
+        if (auto elsewhere = wait_for_abort(attempt, milliseconds(0))) {
+          spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
+                        *elsewhere, r.reason);
+          stop_workers(opt_.failure_grace);
+          return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+        }
+        if (!gone.empty()) {
+          r.reason = gone +
+                     " stopped responding (its launcher was killed, or its host went "
+                     "down or became unreachable); then " +
+                     r.reason;
         }
       }
       if (r.ending == Ending::failed) report_failure(r, attempt);
@@ -520,6 +615,7 @@ bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
   if (nnodes_ == 1) return true;
   const std::string done_key = attempt_prefix(attempt) + "job/nodes_done";
   try {
+    if (beats_) beats_->done();
     int64_t done = store_->add(done_key, 1);
     if (node_ != 0) return true;
     const auto deadline = Clock::now() + rendezvous_timeout_;
@@ -567,6 +663,7 @@ int Launcher::run() {
   const int max_restarts = std::max(0, spec_.runtime.max_restarts);
   for (int attempt = 0;; ++attempt) {
     if (!join_nodes(attempt)) return kExitPreempted;
+    if (attempt == 0) check_shared_files();
     start_workers(attempt);
     AttemptResult r = supervise(attempt);
     if (r.ending == Ending::success && wait_for_other_nodes(attempt, r)) {

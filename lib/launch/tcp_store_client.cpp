@@ -196,4 +196,13 @@ std::string TcpStoreClient::get_string(const std::string& key, std::chrono::mill
   return std::string(v.begin(), v.end());
 }
 
+bool store_reachable(const std::string& host, int port, std::chrono::milliseconds within) {
+  try {
+    ::close(wire::connect_once(host, port, Clock::now() + within));
+    return true;
+  } catch (const wire::SocketError&) {
+    return false;
+  }
+}
+
 }  // namespace trainctl::launch

@@ -73,4 +73,8 @@ class TcpStoreClient : public gloo::rendezvous::Store {
   int fd_ = -1;
 };
 
+// True when something accepts TCP connections at host:port within `within` (nothing is
+// sent: no token is needed, and the store just sees a connection close).
+bool store_reachable(const std::string& host, int port, std::chrono::milliseconds within);
+
 }  // namespace trainctl::launch

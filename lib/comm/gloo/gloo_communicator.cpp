@@ -65,27 +65,32 @@ std::string_view to_string(AllreduceAlgo algo) {
       return "halving_doubling";
     case AllreduceAlgo::shm:
       return "shm";
+    case AllreduceAlgo::hierarchical:
+      return "hierarchical";
   }
   return "unknown";
 }
 
 AllreduceAlgo parse_allreduce_algo(std::string_view name) {
-  for (auto algo : {AllreduceAlgo::automatic, AllreduceAlgo::direct, AllreduceAlgo::ring,
-                    AllreduceAlgo::gloo_ring, AllreduceAlgo::ring_chunked,
-                    AllreduceAlgo::halving_doubling, AllreduceAlgo::shm}) {
+  for (auto algo :
+       {AllreduceAlgo::automatic, AllreduceAlgo::direct, AllreduceAlgo::ring,
+        AllreduceAlgo::gloo_ring, AllreduceAlgo::ring_chunked, AllreduceAlgo::halving_doubling,
+        AllreduceAlgo::shm, AllreduceAlgo::hierarchical}) {
     if (to_string(algo) == name) return algo;
   }
   throw std::invalid_argument("unknown allreduce algorithm '" + std::string(name) +
                               "' (expected auto, direct, ring, gloo_ring, ring_chunked, "
-                              "halving_doubling or shm)");
+                              "halving_doubling, shm or hierarchical)");
 }
 
 GlooCommunicator::GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
-                                   GlooOptions options, std::unique_ptr<shm::ShmGroup> shm)
+                                   GlooOptions options, std::unique_ptr<shm::ShmGroup> shm,
+                                   std::unique_ptr<HierarchicalAllreduce> hierarchical)
     : context_(std::move(context)),
       name_(std::move(name)),
       options_(options),
-      shm_(std::move(shm)) {
+      shm_(std::move(shm)),
+      hierarchical_(std::move(hierarchical)) {
   if (!context_) throw std::invalid_argument("GlooCommunicator '" + name_ + "': null context");
   if (options_.allreduce_algo == AllreduceAlgo::shm && !shm_ && context_->size > 1) {
     throw std::invalid_argument("GlooCommunicator '" + name_ +
@@ -127,7 +132,10 @@ void GlooCommunicator::check_peer(const char* op, int peer) const {
 
 AllreduceAlgo GlooCommunicator::allreduce_algo_for(size_t count) const {
   AllreduceAlgo algo = options_.allreduce_algo;
-  if (algo == AllreduceAlgo::automatic && shm_) {
+  if (algo == AllreduceAlgo::hierarchical && !hierarchical_) algo = AllreduceAlgo::automatic;
+  if (algo == AllreduceAlgo::automatic && hierarchical_) {
+    algo = AllreduceAlgo::hierarchical;
+  } else if (algo == AllreduceAlgo::automatic && shm_) {
     algo = AllreduceAlgo::shm;
   } else if (algo == AllreduceAlgo::automatic) {
     const size_t sent_per_rank = count * sizeof(float) * static_cast<size_t>(size() - 1);
@@ -157,6 +165,9 @@ void GlooCommunicator::allreduce(float* data, size_t count, ReduceOp op) {
     switch (algo) {
       case AllreduceAlgo::shm:
         shm_->allreduce(data, count, op);
+        break;
+      case AllreduceAlgo::hierarchical:
+        hierarchical_->allreduce(data, count, op);
         break;
       case AllreduceAlgo::direct:
         ring::direct_allreduce(*context_, data, count, op == ReduceOp::sum ? sum_into : max_into,

@@ -12,6 +12,7 @@
 
 #include "comm/communicator.h"
 #include "comm/gloo/gloo_options.h"
+#include "comm/gloo/hierarchical.h"
 #include "comm/shm/shm_group.h"
 
 namespace trainctl::comm {
@@ -22,8 +23,11 @@ class GlooCommunicator final : public Communicator {
   // of size 1 needs no connection. `name` appears in errors ("dp[1]"). The context's
   // timeout is set to options.timeout. `shm`, when given, is the same group connected
   // through shared memory (all ranks on one host); allreduce_algo `shm` requires it.
+  // `hierarchical`, when given, is the group's allreduce through shared memory within
+  // hosts and TCP across them; `automatic` (and `hierarchical`) then allreduce that way.
   GlooCommunicator(std::shared_ptr<gloo::Context> context, std::string name,
-                   GlooOptions options = {}, std::unique_ptr<shm::ShmGroup> shm = nullptr);
+                   GlooOptions options = {}, std::unique_ptr<shm::ShmGroup> shm = nullptr,
+                   std::unique_ptr<HierarchicalAllreduce> hierarchical = nullptr);
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
@@ -67,6 +71,7 @@ class GlooCommunicator final : public Communicator {
   uint32_t next_collective_tag_ = 0;
   std::vector<float> staging_;          // the ring allreduce's receive window, kept across calls
   std::unique_ptr<shm::ShmGroup> shm_;  // null unless every rank is on this host
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // null unless hosts x ranks pays
 };
 
 }  // namespace trainctl::comm

@@ -16,6 +16,10 @@ enum class AllreduceAlgo {
   ring_chunked,      // legacy gloo::AllreduceRingChunked
   halving_doubling,  // legacy gloo::AllreduceHalvingDoubling
   shm,               // through shared memory: every rank of the group on one host (comm/shm)
+  // Shared memory within each host, TCP across hosts among one rank per host
+  // (comm/gloo/hierarchical.h): groups spanning hosts with several ranks on a host. Where
+  // a group has no such shape it behaves as `automatic`.
+  hierarchical,
 };
 
 std::string_view to_string(AllreduceAlgo algo);
