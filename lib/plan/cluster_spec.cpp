@@ -90,10 +90,10 @@ ClusterSpec parse_cluster_spec(const std::string& yaml_text, const std::string& 
                              "matmul_efficiency", "memory_efficiency"});
   require(device, "name");
   device.read("name", c.device);
-  for (const char* key : {"peak_tflops", "memory_bandwidth_gbs", "memory_gb"}) require(device, key);
   device.read("peak_tflops", c.peak_tflops, kPositive);
   device.read("memory_bandwidth_gbs", c.memory_bandwidth_gbs, kPositive);
   device.read("memory_gb", c.memory_gb, kPositive);
+  for (const char* key : {"peak_tflops", "memory_bandwidth_gbs", "memory_gb"}) require(device, key);
   device.read("matmul_efficiency", c.matmul_efficiency, kShare);
   device.read("memory_efficiency", c.memory_efficiency, kShare);
 
