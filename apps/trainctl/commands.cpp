@@ -182,6 +182,25 @@ int cmd_train(const LaunchArgs& args) {
   return rc;
 }
 
+int cmd_eval(const LaunchArgs& args, const fs::path& from) {
+  config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
+  train::check_trainable(spec);
+  train::check_data(spec);
+  if (spec.training.eval_batches < 1) {
+    throw InputError(args.job.string() + ": training.eval_batches is 0: nothing to evaluate");
+  }
+  // The workers' logs and resolved spec go to run_dir/eval/, leaving the training run's own.
+  spec.run_dir = spec.run_dir / "eval";
+  launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::eval);
+  check_gpus(spec, opt.cluster.nnodes);
+  // The step directory, its metadata.json checked before anything starts (InputError or
+  // CheckpointCorrupt naming the file).
+  std::error_code ec;
+  const fs::path dir = checkpoint::resolve_checkpoint(fs::absolute(from, ec));
+  opt.worker_env.emplace_back("TRAINCTL_RESUME", dir.string());
+  return launch::run_launcher(spec, opt);
+}
+
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {
   if (repeat < 1)
     throw InputError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");

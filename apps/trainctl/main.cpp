@@ -330,6 +330,27 @@ int run(int argc, char** argv) {
       "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
       "--out model.safetensors");
 
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "Validation loss and bits per byte of a checkpoint on the job's data");
+  add_job(eval_cmd);
+  std::string eval_from;
+  eval_cmd
+      ->add_option("--from", eval_from,
+                   "A checkpoint: a step_N directory, a checkpoints/ or a run directory (its "
+                   "newest valid checkpoint); any dp/tp/pp/ZeRO layout")
+      ->required();
+  eval_cmd->footer(
+      "Example:\n  trainctl eval job.yaml --from runs/job\n"
+      "  trainctl eval job.yaml --from runs/job/checkpoints/step_00000200 --set parallel.tp=2\n\n"
+      "Launches the job's layout on this node (workers in eval mode; logs in run_dir/eval/),\n"
+      "loads the checkpoint "
+      "into it and evaluates training.eval_batches validation batches: the same batches a\n"
+      "training run evaluates, so the loss equals the val_loss metrics.jsonl logged at that\n"
+      "step. Prints\n"
+      "  eval step N: val_loss L, bits per byte B (T tokens, Y bytes)\n"
+      "with B = L * T / (Y * ln 2): Y = T for byte-level data; for `data prepare` data, the\n"
+      "bytes of the target tokens' text under its tokenizer. Exit code 2 for a missing or\n"
+      "damaged checkpoint or one of another model.");
   CLI::App* sample_cmd = app.add_subcommand(
       "sample", "Generate text from a checkpoint (KV-cache decoding, one CPU process)");
   trainctl::app::SampleArgs sample_args;
@@ -509,6 +530,7 @@ int run(int argc, char** argv) {
   }
   if (report->parsed()) return trainctl::app::cmd_report(report_args);
   if (sample_cmd->parsed()) return trainctl::app::cmd_sample(sample_args);
+  if (eval_cmd->parsed()) return trainctl::app::cmd_eval(launch_args, eval_from);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     trainctl::app::LaunchArgs cluster_args;
