@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "integration/helpers.h"
@@ -51,13 +52,14 @@ TEST_CASE("eval of a checkpoint equals the val_loss training logged, on any layo
           "[eval][integration]") {
   TempDir dir("eval");
   const fs::path spec = dir / "job.yaml";
-  write_text(spec,
-             "name: evaljob\nseed: 5\n"
-             "model: {vocab_size: 256, seq_len: 16, n_layer: 2, n_head: 2, d_model: 16}\n"
-             "data: {type: synthetic}\nparallel: {tp: 2}\n"
-             "training: {steps: 6, micro_batch_size: 2, global_batch_size: 4, eval_every: 3,"
-             " eval_batches: 3}\n"
-             "checkpoint: {every_steps: 3}\nruntime: {comm_timeout_s: 60}\n");
+  write_text(
+      spec,
+      "name: evaljob\nseed: 5\n"
+      "model: {vocab_size: 256, seq_len: 16, n_layer: 2, n_head: 2, d_model: 16}\n"
+      "data: {type: synthetic}\nparallel: {tp: 2}\n"
+      "training: {steps: 6, micro_batch_size: 2, global_batch_size: 4, eval_every: 3,"
+      " eval_batches: 3}\n"
+      "checkpoint: {every_steps: 3}\nlogging: {every_steps: 1}\nruntime: {comm_timeout_s: 60}\n");
   const fs::path run = dir / "run";
   ProcResult t =
       run_trainctl({"train", spec.string(), "--set", "run_dir=" + run.string()}, dir.path());
