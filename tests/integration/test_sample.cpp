@@ -81,3 +81,20 @@ TEST_CASE("sample refuses a missing checkpoint and an empty prompt", "[sample][i
   CHECK(empty.exit_code == 2);
   CHECK_THAT(empty.err, Catch::Contains("--prompt is empty"));
 }
+
+TEST_CASE("sample refuses a checkpoint of another model", "[sample][integration]") {
+  TempDir dir("sample");
+  // The GPT's tensors under other names (as another model type would save them).
+  ckt::RankTensors t = ckt::rank_tensors({1, 1, 1}, 0, false);
+  for (std::string& name : t.names) name.replace(0, std::string("transformer.").size(), "model.");
+  const fs::path checkpoints = dir / "run" / "checkpoints";
+  const fs::path tmp = trainctl::checkpoint::begin_checkpoint(checkpoints, 3);
+  trainctl::checkpoint::write_shard(tmp, 0, t.views());
+  trainctl::checkpoint::write_metadata(tmp, ckt::metadata_for({1, 1, 1}, 3, tmp));
+  trainctl::checkpoint::commit_checkpoint(tmp, checkpoints, 3, 0);
+  ProcResult r = sample(dir, dir / "run", "\x01", "1");
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("step_00000003/metadata.json: not a GPT checkpoint (no "
+                                    "tensor transformer.wte.weight)"));
+}
