@@ -85,7 +85,7 @@ TEST_CASE("greedy sampling picks the argmax of the full forward at each position
   CHECK(model::generate(dec, prompt, 40, {0.0f, 0, 1}).size() == 40);
 }
 
-TEST_CASE("a seed fixes the sampled tokens; top-k keeps to the k most likely", "[model]") {
+TEST_CASE("a seed fixes the sampled tokens and top-k keeps to the k most likely", "[model]") {
   auto be = ops::make_cpu_backend({});
   const model::GptConfig c = tiny_config();
   model::GptDecoder dec = make_decoder(*be, c);
