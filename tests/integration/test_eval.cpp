@@ -94,4 +94,13 @@ TEST_CASE("eval of a checkpoint equals the val_loss training logged, on any layo
                                     dir.path());
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("nothing"));
+
+  ProcResult other_model = run_trainctl({"eval", spec.string(), "--set", "run_dir=" + run.string(),
+                                         "--set", "model.d_model=32", "--from", step3},
+                                        dir.path());
+  CHECK(other_model.exit_code == 2);
+  CHECK_THAT(other_model.err,
+             Catch::Contains("step_00000003/metadata.json: the checkpoint holds "
+                             "another model (vocab_size 256, seq_len 16, n_layer 2, n_head 2, "
+                             "d_model 16)"));
 }
