@@ -6,45 +6,15 @@
 #include "checkpoint/export_hf.h"
 #include "ckpt_commands.h"
 #include "ckpt_text.h"
-#include "config/load.h"
-#include "data/manifest.h"
+#include "run_tokenizer.h"
 #include "tokenizer/load_tokenizer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 
 namespace trainctl::app {
 
-namespace {
-
 namespace fs = std::filesystem;
 namespace ck = checkpoint;
-
-// The run directory of a step directory (run_dir/checkpoints/step_N), or empty.
-fs::path run_dir_of(const fs::path& step_dir) {
-  const fs::path checkpoints = step_dir.parent_path();
-  if (checkpoints.filename() != "checkpoints") return {};
-  return checkpoints.parent_path();
-}
-
-// The tokenizer of the run's prepared data (run_dir/config.resolved.yaml: data.type tokens
-// with a `data prepare` directory), or none.
-fs::path tokenizer_of_run(const fs::path& run_dir) {
-  const fs::path resolved = run_dir / "config.resolved.yaml";
-  std::error_code ec;
-  if (run_dir.empty() || !fs::exists(resolved, ec)) return {};
-  try {
-    const config::JobSpec spec = config::load_job_spec(resolved);
-    if (spec.data.type != "tokens" || !data::is_token_directory(spec.data.path)) return {};
-    const data::TokenManifest m = data::read_manifest(spec.data.path);
-    if (m.tokenizer_files.empty()) return {};
-    return spec.data.path / m.tokenizer_files.front();
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "note: no tokenizer files exported: %s\n", e.what());
-    return {};
-  }
-}
-
-}  // namespace
 
 int cmd_ckpt_export_hf(const fs::path& ckpt, const fs::path& out, const fs::path& tokenizer) {
   const fs::path dir = ck::resolve_checkpoint(ckpt);

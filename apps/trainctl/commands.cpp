@@ -9,6 +9,7 @@
 
 #include "checkpoint/commit.h"
 #include "checkpoint/errors.h"
+#include "checkpoint/metadata.h"
 #include "ckpt_commands.h"
 #include "comm/rank_coords.h"
 #include "config/load.h"
@@ -182,6 +183,38 @@ int cmd_train(const LaunchArgs& args) {
     return cmd_ckpt_export_hf(spec.run_dir, {}, {});
   }
   return rc;
+}
+
+int cmd_eval(const LaunchArgs& args, const fs::path& from) {
+  config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
+  train::check_trainable(spec);
+  train::check_data(spec);
+  if (spec.training.eval_batches < 1) {
+    throw InputError(args.job.string() + ": training.eval_batches is 0: nothing to evaluate");
+  }
+  // The workers' logs and resolved spec go to run_dir/eval/, leaving the training run's own.
+  spec.run_dir = spec.run_dir / "eval";
+  launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::eval);
+  check_gpus(spec, opt.cluster.nnodes);
+  // The step directory, its metadata.json checked before anything starts (InputError or
+  // CheckpointCorrupt naming the file).
+  std::error_code ec;
+  const fs::path dir = checkpoint::resolve_checkpoint(fs::absolute(from, ec));
+  const model::GptConfig saved = checkpoint::read_metadata(dir).model,
+                         job = train::gpt_config(spec);
+  const auto dims = [](const model::GptConfig& c) {
+    return "vocab_size " + std::to_string(c.vocab_size) + ", seq_len " +
+           std::to_string(c.max_seq_len) + ", n_layer " + std::to_string(c.n_layer) + ", n_head " +
+           std::to_string(c.n_head) + ", d_model " + std::to_string(c.d_model);
+  };
+  if (saved.vocab_size != job.vocab_size || saved.max_seq_len != job.max_seq_len ||
+      saved.n_layer != job.n_layer || saved.n_head != job.n_head || saved.d_model != job.d_model) {
+    throw InputError((dir / checkpoint::kMetadataFile).string() +
+                     ": the checkpoint holds another model (" + dims(saved) + ") than " +
+                     args.job.string() + " (" + dims(job) + ")");
+  }
+  opt.worker_env.emplace_back("TRAINCTL_RESUME", dir.string());
+  return launch::run_launcher(spec, opt);
 }
 
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick) {

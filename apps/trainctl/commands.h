@@ -24,6 +24,9 @@ struct LaunchArgs {
 
 int cmd_train(const LaunchArgs& args);
 // `quick`: small messages only (checks the wiring of every group in a fraction of the time).
+// `trainctl eval JOB --from CKPT`: the checkpoint's validation loss and bits per byte on the
+// job's data, on the job's layout (launcher and workers, WorkerMode::eval).
+int cmd_eval(const LaunchArgs& args, const std::filesystem::path& from);
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick);
 int cmd_validate(const std::filesystem::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster);

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data_commands.h"
 #include "report_command.h"
+#include "sample_command.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
 #include "util/log.h"
@@ -333,6 +334,62 @@ int run(int argc, char** argv) {
       "Example:\n  trainctl ckpt verify runs/gpt-tiny-3d && trainctl ckpt export runs/gpt-tiny-3d "
       "--out model.safetensors");
 
+  CLI::App* eval_cmd = app.add_subcommand(
+      "eval", "Validation loss and bits per byte of a checkpoint on the job's data");
+  add_job(eval_cmd);
+  std::string eval_from;
+  eval_cmd
+      ->add_option("--from", eval_from,
+                   "A checkpoint: a step_N directory, a checkpoints/ or a run directory (its "
+                   "newest valid checkpoint); any dp/tp/pp/ZeRO layout")
+      ->required();
+  eval_cmd->footer(
+      "Example:\n  trainctl eval job.yaml --from runs/job\n"
+      "  trainctl eval job.yaml --from runs/job/checkpoints/step_00000200 --set parallel.tp=2\n\n"
+      "Launches the job's layout on this node (workers in eval mode; logs in run_dir/eval/),\n"
+      "loads the checkpoint "
+      "into it and evaluates training.eval_batches validation batches: the same batches a\n"
+      "training run evaluates, so the loss equals the val_loss metrics.jsonl logged at that\n"
+      "step. Prints\n"
+      "  eval step N: val_loss L, bits per byte B (T tokens, Y bytes)\n"
+      "with B = L * T / (Y * ln 2): Y = T for byte-level data; for `data prepare` data, the\n"
+      "bytes of the target tokens' text under its tokenizer. Exit code 2 for a missing or\n"
+      "damaged checkpoint or one of another model.");
+  CLI::App* sample_cmd = app.add_subcommand(
+      "sample", "Generate text from a checkpoint (KV-cache decoding, one CPU process)");
+  trainctl::app::SampleArgs sample_args;
+  sample_cmd
+      ->add_option("from", sample_args.from,
+                   "A run directory (its newest valid checkpoint), its checkpoints/ or a step_N")
+      ->required();
+  sample_cmd->add_option("--prompt", sample_args.prompt, "Text to continue")->required();
+  sample_cmd->add_option("--max-new-tokens", sample_args.max_new_tokens, "Tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  sample_cmd->add_option("--temperature", sample_args.temperature, "Softmax temperature; 0: greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  sample_cmd->add_option("--top-k", sample_args.top_k, "Sample among the K most likely (0: all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sample_cmd->add_option("--seed", sample_args.seed, "Random seed (same seed, same text)")
+      ->capture_default_str();
+  sample_cmd->add_option("--tokenizer", sample_args.tokenizer,
+                         "BPE tokenizer (default: the one `data prepare` copied next to the run's "
+                         "data; none: byte-level)");
+  sample_cmd->add_option("--threads", sample_args.threads, "Compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  sample_cmd->footer(
+      "Example:\n  trainctl sample runs/quickstart --prompt \"ROMEO:\" --max-new-tokens 200 "
+      "--temperature 0.8 --top-k 40 --seed 1\n\n"
+      "Loads the checkpoint on one process whatever dp/tp/pp/ZeRO layout wrote it and runs on\n"
+      "the CPU even when the job trained on CUDA (the decoder is CPU-only). Text is bytes\n"
+      "(vocab 256) unless the run's data came from `trainctl data prepare` (its tokenizer is\n"
+      "used) or --tokenizer is given. The prompt and the sample go to stdout. Past the model's\n"
+      "max_seq_len the context keeps its last max_seq_len/2 tokens. Exit code 2 for a missing\n"
+      "or non-GPT checkpoint, an empty prompt without an end-of-text token to start from, or\n"
+      "a prompt token outside the model's vocabulary.");
   CLI::App* report = app.add_subcommand(
       "report", "One HTML page of a run's curves, throughput, step time, rank map and timeline");
   trainctl::app::ReportArgs report_args;
@@ -477,6 +534,8 @@ int run(int argc, char** argv) {
     return trainctl::app::cmd_data_decode(data_tokenizer, data_input, data_out);
   }
   if (report->parsed()) return trainctl::app::cmd_report(report_args);
+  if (sample_cmd->parsed()) return trainctl::app::cmd_sample(sample_args);
+  if (eval_cmd->parsed()) return trainctl::app::cmd_eval(launch_args, eval_from);
   if (bench_comm->parsed()) {
     if (!bench_run_dir.empty()) bench_args.run_dir = bench_run_dir;
     trainctl::app::LaunchArgs cluster_args;

@@ -64,8 +64,9 @@ WorkerMode parse_mode(const std::string& text) {
   if (text == "train") return WorkerMode::train;
   if (text == "selftest") return WorkerMode::selftest;
   if (text == "bench-comm") return WorkerMode::bench_comm;
+  if (text == "eval") return WorkerMode::eval;
   throw InputError("environment variable TRAINCTL_MODE='" + text +
-                   "' is not one of train, selftest, bench-comm");
+                   "' is not one of train, selftest, bench-comm, eval");
 }
 
 }  // namespace
@@ -76,6 +77,8 @@ const char* to_string(WorkerMode mode) {
       return "train";
     case WorkerMode::selftest:
       return "selftest";
+    case WorkerMode::eval:
+      return "eval";
     case WorkerMode::bench_comm:
       return "bench-comm";
   }

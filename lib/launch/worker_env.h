@@ -9,7 +9,7 @@
 //   TRAINCTL_NODE_ADDR    the address of this node as other nodes reach it (Gloo binds it)
 //   TRAINCTL_RUN_DIR      the run directory
 //   TRAINCTL_CONFIG       run_dir/config.resolved.yaml, the spec every worker loads
-//   TRAINCTL_MODE         train | selftest | bench-comm
+//   TRAINCTL_MODE         train | selftest | bench-comm | eval (TRAINCTL_RESUME: the checkpoint)
 //   TRAINCTL_RESTART      attempt number, 0 for the first run (prefixes store keys)
 //   TRAINCTL_CONSOLE_FD   only on global rank 0: a file descriptor that is the launcher's
 //                         stdout, for the live progress line (workers' own stdout and
@@ -17,7 +17,8 @@
 //
 // and, optional, per mode (LaunchOptions::worker_env; unset: the defaults below):
 //
-//   TRAINCTL_RESUME       train: --resume (auto | none | a checkpoint directory)
+//   TRAINCTL_RESUME       train: --resume (auto | none | a checkpoint directory); eval: the
+//                         checkpoint directory
 //   TRAINCTL_SELFTEST_REPEAT, TRAINCTL_SELFTEST_QUICK   selftest: rounds; nonzero: small
 //                         messages only
 //   TRAINCTL_BENCH_MIN_BYTES, TRAINCTL_BENCH_MAX_BYTES, TRAINCTL_BENCH_ITERS   bench-comm
@@ -33,8 +34,8 @@
 
 namespace trainctl::launch {
 
-enum class WorkerMode { train, selftest, bench_comm };
-const char* to_string(WorkerMode mode);  // "train", "selftest", "bench-comm"
+enum class WorkerMode { train, selftest, bench_comm, eval };
+const char* to_string(WorkerMode mode);  // "train", "selftest", "bench-comm", "eval"
 
 struct WorkerEnv {
   int rank = 0;

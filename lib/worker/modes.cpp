@@ -10,6 +10,7 @@
 #include "comm/self_test.h"
 #include "launch/console.h"
 #include "launch/worker_signals.h"
+#include "train/evaluate_checkpoint.h"
 #include "train/trainer.h"
 #include "util/exit_codes.h"
 #include "worker/connect.h"
@@ -40,6 +41,13 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   ctx.crash_in_checkpoint_step = env.hooks.crash_in_checkpoint_step;
   const train::TrainResult result = train::run_training(spec, groups, ctx);
   return result.stopped ? kExitPreempted : kExitOk;
+}
+
+int run_eval_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
+                  const launch::WorkerEnv& env) {
+  const train::EvalResult r = train::evaluate_checkpoint(spec, groups, env.local_rank, env.resume);
+  if (groups.rank == 0) launch::write_console(env.console_fd, train::format_eval(r));
+  return kExitOk;
 }
 
 int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env) {

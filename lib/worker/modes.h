@@ -14,6 +14,10 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
 // env.selftest_repeat rounds of the collective self-test (small messages only with
 // env.selftest_quick), stopping between rounds on a signal.
 int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env);
+// The validation loss and bits per byte of checkpoint env.resume on the job's data
+// (train/evaluate_checkpoint.h), printed by world rank 0.
+int run_eval_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
+                  const launch::WorkerEnv& env);
 // The collective benchmark over the world group (env.bench_*), its table on the console.
 int run_bench_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env);
 

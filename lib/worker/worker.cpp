@@ -33,6 +33,8 @@ int run_mode(const launch::WorkerEnv& env) {
         return run_selftest_mode(groups, env);
       case launch::WorkerMode::bench_comm:
         return run_bench_mode(groups, env);
+      case launch::WorkerMode::eval:
+        return run_eval_mode(spec, groups, env);
       case launch::WorkerMode::train:
         return run_train_mode(spec, groups, env);
     }

@@ -1,0 +1,119 @@
+#include "sample_command.h"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "checkpoint/commit.h"
+#include "checkpoint/reader.h"
+#include "model/gpt_decode.h"
+#include "model/token_sampling.h"
+#include "run_tokenizer.h"
+#include "tokenizer/load_tokenizer.h"
+#include "tokenizer/utf8.h"
+#include "util/error.h"
+#include "util/exit_codes.h"
+
+namespace trainctl::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// InputError naming metadata.json when the checkpoint does not hold the GPT the decoder
+// runs (another model type, or tensors of other shapes).
+void require_gpt(const checkpoint::CheckpointReader& reader) {
+  const std::string file = (reader.dir() / checkpoint::kMetadataFile).string();
+  for (const auto& [name, shape] : model::GptDecoder::parameter_shapes(reader.metadata().model)) {
+    if (!reader.contains(name)) {
+      throw InputError(file + ": not a GPT checkpoint (no tensor " + name +
+                       "): trainctl sample runs GPT models only");
+    }
+    if (reader.global_shape(name) != shape) {
+      throw InputError(file + ": tensor " + name + " has shape " +
+                       shape_string(reader.global_shape(name)) + ", a GPT of this config has " +
+                       shape_string(shape));
+    }
+  }
+}
+
+// The prompt's tokens: bytes, or BPE ids with the tokenizer; an empty prompt starts from
+// the end-of-text token when the vocabulary has one.
+std::vector<int32_t> encode_prompt(const std::string& prompt, const tokenizer::LoadedTokenizer* tok,
+                                   int vocab_size) {
+  std::vector<int32_t> ids;
+  if (tok) {
+    tokenizer::require_utf8(prompt, "--prompt");
+    tokenizer::Encoder(tok->tokenizer).encode(prompt, ids);
+    if (ids.empty() && tok->tokenizer.eot_id()) ids.push_back(*tok->tokenizer.eot_id());
+  } else {
+    for (unsigned char c : prompt) ids.push_back(c);
+  }
+  if (ids.empty()) {
+    throw InputError(std::string("--prompt is empty and ") +
+                     (tok ? tok->tokenizer.source() + " has no end-of-text token"
+                          : "byte-level text has no BOS token") +
+                     " to start from: give a prompt");
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] >= vocab_size) {
+      throw InputError("--prompt: token " + std::to_string(ids[i]) + " (at " + std::to_string(i) +
+                       ") is outside the model's vocabulary of " + std::to_string(vocab_size) +
+                       (tok ? "" : " (byte-level: every byte must be below vocab_size)"));
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+int cmd_sample(const SampleArgs& args) {
+  const fs::path dir = checkpoint::resolve_checkpoint(args.from);
+  checkpoint::CheckpointReader reader(dir);
+  require_gpt(reader);
+  const model::GptConfig config = reader.metadata().model;
+
+  const fs::path tok_path =
+      args.tokenizer.empty() ? tokenizer_of_run(run_dir_of(dir)) : args.tokenizer;
+  std::optional<tokenizer::LoadedTokenizer> tok;
+  if (!tok_path.empty()) tok = tokenizer::load_tokenizer(tok_path);
+  const std::vector<int32_t> prompt =
+      encode_prompt(args.prompt, tok ? &*tok : nullptr, config.vocab_size);
+
+  ops::BackendOptions bo;
+  bo.threads = args.threads;
+  std::unique_ptr<ops::Backend> backend = ops::make_cpu_backend(bo);
+  model::GptDecoder decoder(config, *backend, [&](const std::string& name, float* out, size_t n) {
+    const std::vector<float> full = reader.read_full(name);
+    std::copy_n(full.data(), n, out);
+  });
+  std::fprintf(stderr, "sampling from %s (step %lld, %s tokens)\n", dir.string().c_str(),
+               static_cast<long long>(reader.metadata().step), tok ? "BPE" : "byte-level");
+
+  std::string text = args.prompt;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  model::SampleOptions so;
+  so.temperature = static_cast<float>(args.temperature);
+  so.top_k = args.top_k;
+  so.seed = args.seed;
+  // BPE tokens may split a UTF-8 character: text is printed as whole tokens' bytes, so the
+  // output's bytes are exactly the decoded ids'.
+  model::generate(decoder, prompt, args.max_new_tokens, so, [&](int32_t id) {
+    std::string piece;
+    if (tok) {
+      try {
+        tok->tokenizer.decode(&id, 1, piece);
+      } catch (const InputError&) {
+        piece.clear();  // an id of the model's padded vocabulary the tokenizer lacks
+      }
+    } else {
+      piece.push_back(static_cast<char>(id < 256 ? id : '?'));
+    }
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::fputc('\n', stdout);
+  return kExitOk;
+}
+
+}  // namespace trainctl::app

@@ -1,0 +1,26 @@
+#pragma once
+// `trainctl sample`: text from a checkpoint, decoded one token at a time with a key/value
+// cache (model/gpt_decode.h) on one CPU process, whatever layout or device trained it.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace trainctl::app {
+
+struct SampleArgs {
+  std::filesystem::path from;       // a run directory, checkpoints/ directory or step_N
+  std::filesystem::path tokenizer;  // BPE tokenizer (default: the run's prepared data's)
+  std::string prompt;
+  int max_new_tokens = 200;
+  double temperature = 0.8;
+  int top_k = 0;
+  uint64_t seed = 1337;
+  int threads = 1;
+};
+
+// Prints the prompt followed by the sampled text on stdout. Throws InputError (exit 2) for
+// a missing or non-GPT checkpoint, an empty prompt without a BOS token, or a prompt token
+// outside the model's vocabulary.
+int cmd_sample(const SampleArgs& args);
+
+}  // namespace trainctl::app
