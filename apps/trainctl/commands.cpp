@@ -20,6 +20,8 @@
 #include "model/shard.h"
 #include "ops/cpu/isa.h"
 #include "parallel/pipeline_schedule.h"
+#include "plan/cluster_spec.h"
+#include "plan/cost_model.h"
 #include "plan/memory_plan.h"
 #include "plan/pipeline_simulate.h"
 #include "plan/pipeline_timeline.h"
@@ -322,8 +324,10 @@ int cmd_inspect_step(const fs::path& job, const std::vector<std::string>& overri
 }
 
 int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
-             std::optional<int> micro_batches, bool json) {
+             std::optional<int> micro_batches, bool json, const fs::path& cluster_file) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
+  std::optional<plan::ClusterSpec> cluster;
+  if (!cluster_file.empty()) cluster = plan::load_cluster_spec(cluster_file);
   if (micro_batches && *micro_batches < 1) {
     throw InputError("--micro-batches must be at least 1 (got " + std::to_string(*micro_batches) +
                      ")");
@@ -368,7 +372,11 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
         "], \"activation_checkpointing\": \"" + spec.training.activation_checkpointing +
         "\", \"memory_limit_mb\": " +
         (limit > 0 ? std::to_string(limit / (1 << 20)) : std::string("null")) +
-        ", \"memory_mb\": " + plan::memory_plan_json(spec, plan::plan_memory(spec)) + "}\n";
+        ", \"memory_mb\": " + plan::memory_plan_json(spec, plan::plan_memory(spec)) +
+        (cluster ? ", \"cost\": " +
+                       plan::cost_json(plan::predict_step(plan::cost_inputs(spec), *cluster))
+                 : std::string()) +
+        "}\n";
     std::fputs(out.c_str(), stdout);
     return kExitOk;
   }
@@ -412,6 +420,16 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
            " time units shown; --micro-batches draws a shorter schedule)\n";
   }
   out += "\n" + memory_text(spec, workers);
+  if (cluster) {
+    const plan::CostInputs inputs = plan::cost_inputs(spec);
+    out += "\n" + plan::format_cost(inputs, *cluster, plan::predict_step(inputs, *cluster));
+    const double peak = plan::peak_rank_bytes(plan::plan_memory(spec));
+    char memory[160];
+    std::snprintf(memory, sizeof memory,
+                  "memory per GPU (the estimate above): %.3g GB of the device's %.3g GB\n",
+                  peak / 1e9, cluster->memory_gb);
+    out += memory;
+  }
   std::fputs(out.c_str(), stdout);
   return kExitOk;
 }

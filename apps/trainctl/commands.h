@@ -54,9 +54,11 @@ int cmd_inspect_step(const std::filesystem::path& job, const std::vector<std::st
 // forward = 1 and backward = 2 time units: a summary line (bubble, peak activations per stage)
 // and a timeline per stage, then each rank's memory estimate (plan/memory_plan.h).
 // `micro_batches` overrides the spec's gradient-accumulation steps for the drawing. `json`:
-// one JSON object instead (bubble, peak activations, memory_mb per rank).
+// one JSON object instead (bubble, peak activations, memory_mb per rank). `cluster_file`
+// (may be empty): also predict the step on that cluster (plan/cost_model.h).
 int cmd_plan(const std::filesystem::path& job, const std::vector<std::string>& overrides,
-             std::optional<int> micro_batches, bool json);
+             std::optional<int> micro_batches, bool json,
+             const std::filesystem::path& cluster_file = {});
 
 // "trainctl <version>" and a line about the build.
 std::string version_text();

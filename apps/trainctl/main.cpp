@@ -178,6 +178,10 @@ int run(int argc, char** argv) {
   bool plan_json = false;
   plan->add_flag("--json", plan_json,
                  "Print the plan as one JSON object (memory_mb: each rank's estimate by part)");
+  std::string plan_cluster;
+  plan->add_option("--cluster", plan_cluster,
+                   "Also predict step time, tokens/s, MFU and where the time goes on this "
+                   "cluster file (configs/clusters/; docs/cost-model.md)");
   plan->footer(
       "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
       "  trainctl plan job.yaml --set parallel.schedule=interleaved "
@@ -502,7 +506,8 @@ int run(int argc, char** argv) {
   if (plan->parsed()) {
     std::optional<int> micro_batches;
     if (plan_micro_batches_opt->count()) micro_batches = plan_micro_batches;
-    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches, plan_json);
+    return trainctl::app::cmd_plan(launch_args.job, overrides, micro_batches, plan_json,
+                                   plan_cluster);
   }
   if (inspect_step->parsed()) {
     std::optional<std::filesystem::path> from;
