@@ -62,17 +62,11 @@ ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem:
                                                        "lists them)"
                                                  : std::string()));
   }
-  std::vector<std::string> names;
-  for (const std::string& name : reader.tensor_names()) {
-    if (!is_optimizer_tensor(name)) names.push_back(name);
-  }
+  const std::vector<std::string> names = model_tensor_names(reader);
   if (names.empty()) {
     throw CheckpointCorrupt("checkpoint " + reader.dir().string() +
                             " holds no model tensors: nothing to export");
   }
-  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-    return nanogpt_position(a) < nanogpt_position(b);
-  });
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names)
     entries.push_back({name, "F32", reader.global_shape(name), 0, 0});
@@ -83,13 +77,31 @@ ExportSummary export_full_model(CheckpointReader& reader, const std::filesystem:
           : std::string();
   const std::string header = encode_safetensors_header(entries, nanogpt_metadata(meta.model, job));
 
+  return write_model_file(reader, names, header, out);
+}
+
+std::vector<std::string> model_tensor_names(CheckpointReader& reader) {
+  std::vector<std::string> names;
+  for (const std::string& name : reader.tensor_names()) {
+    if (!is_optimizer_tensor(name)) names.push_back(name);
+  }
+  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return nanogpt_position(a) < nanogpt_position(b);
+  });
+  return names;
+}
+
+ExportSummary write_model_file(CheckpointReader& reader, const std::vector<std::string>& names,
+                               const std::string& header, const std::filesystem::path& out,
+                               const TensorTransform& transform) {
   ExportSummary summary;
   const std::filesystem::path tmp = out.string() + ".tmp";
   try {
     DurableFile file(tmp);
     file.write(header.data(), header.size());
     for (const std::string& name : names) {
-      const std::vector<float> values = reader.read_full(name);
+      std::vector<float> values = reader.read_full(name);
+      if (transform) transform(name, values);
       file.write(values.data(), values.size() * sizeof(float));
       ++summary.tensors;
       summary.parameters += static_cast<int64_t>(values.size());

@@ -6,8 +6,10 @@
 // tensor.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "checkpoint/reader.h"
 #include "model/gpt_config.h"
@@ -34,6 +36,18 @@ struct ExportSummary {
 // replace a shard (`--out CKPT/rank_00000.safetensors`) or add a file to a checkpoint.
 void check_export_target(const std::filesystem::path& checkpoint_dir,
                          const std::filesystem::path& out);
+
+// The checkpoint's model tensors (optimizer state left out) in nanoGPT's order.
+std::vector<std::string> model_tensor_names(CheckpointReader& reader);
+
+// Writes `header` (a safetensors header for `names`, in that order) and then each tensor of
+// `names` reassembled from its shards, passed through `transform` when one is given (the
+// Hugging Face export transposes Conv1D weights), to `out` atomically: a temporary file
+// renamed into place only when complete, removed on failure. Peak memory: one tensor.
+using TensorTransform = std::function<void(const std::string& name, std::vector<float>& values)>;
+ExportSummary write_model_file(CheckpointReader& reader, const std::vector<std::string>& names,
+                               const std::string& header, const std::filesystem::path& out,
+                               const TensorTransform& transform = {});
 
 // Writes `out` atomically (temporary file + rename), one tensor at a time (peak memory: the
 // largest tensor). Refuses (check_export_target) an `out` inside a checkpoint. Throws

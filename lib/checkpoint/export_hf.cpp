@@ -135,13 +135,7 @@ ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o)
   require_gpt_checkpoint(reader);
   const std::vector<std::string> problems = reader.check_coverage();
   if (!problems.empty()) throw CheckpointCorrupt(problems.front());
-  std::vector<std::string> names;
-  for (const std::string& name : reader.tensor_names()) {
-    if (!is_optimizer_tensor(name)) names.push_back(name);
-  }
-  std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-    return nanogpt_position(a) < nanogpt_position(b);
-  });
+  const std::vector<std::string> names = model_tensor_names(reader);
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names) {
     Shape shape = reader.global_shape(name);
@@ -155,28 +149,13 @@ ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o)
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError(o.out_dir.string() + ": cannot create the directory: " + ec.message());
-  ExportSummary summary;
-  const fs::path tmp = model_file.string() + ".tmp";
-  try {
-    DurableFile file(tmp);
-    file.write(header.data(), header.size());
-    for (const std::string& name : names) {
-      std::vector<float> values = reader.read_full(name);
-      if (is_conv1d(name)) {
+  // Conv1D stores [in, out]: the transpose of trainctl's (and nn.Linear's) [out, in].
+  const ExportSummary summary = write_model_file(
+      reader, names, header, model_file, [&](const std::string& name, std::vector<float>& values) {
+        if (!is_conv1d(name)) return;
         const Shape s = reader.global_shape(name);
         values = transposed(values, s[0], s[1]);
-      }
-      file.write(values.data(), values.size() * sizeof(float));
-      ++summary.tensors;
-      summary.parameters += static_cast<int64_t>(values.size());
-    }
-    file.finish();
-    summary.bytes = file.bytes();
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  fs::rename(tmp, model_file);
+      });
   const model::GptConfig& c = reader.metadata().model;
   write_text(o.out_dir / "config.json", gpt2_config(c, o.eos_token_id).dump(2) + "\n");
   copy_tokenizer(o, c.max_seq_len);

@@ -237,6 +237,33 @@ inline fs::path write_job(const fs::path& dir, const std::string& name, int dp, 
   return file;
 }
 
+// The small checkpointing job the resume, run-hygiene and full-disk tests share: a 2-layer
+// GPT on synthetic data, 8 steps of 8 samples, a checkpoint every 4 steps, metrics every
+// step; `parallel`, `checkpoint` and `runtime` are those sections as YAML flow maps.
+// Written as <dir>/job.yaml.
+struct SmallJob {
+  std::string name = "small";
+  std::string parallel = "{dp: 1}";
+  std::string checkpoint = "{every_steps: 4, async: false}";
+  std::string runtime = "{comm_timeout_s: 60, max_restarts: 1}";
+};
+inline fs::path write_small_job(const fs::path& dir, const SmallJob& job) {
+  const fs::path file = dir / "job.yaml";
+  write_text(file, "name: " + job.name + "\nseed: 5\n" +
+                       "model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 4, d_model: 32}\n"
+                       "data: {type: synthetic}\n"
+                       "parallel: " +
+                       job.parallel + "\n" +
+                       "training: {steps: 8, micro_batch_size: 2, global_batch_size: 8}\n"
+                       "optimizer: {lr: 1.0e-2, warmup_steps: 2}\n"
+                       "checkpoint: " +
+                       job.checkpoint + "\n" +
+                       "logging: {every_steps: 1}\n"
+                       "runtime: " +
+                       job.runtime + "\n");
+  return file;
+}
+
 // The pid a worker logged in its "worker started: pid N" line (the last one), or -1.
 inline pid_t worker_pid_from_log(const fs::path& log) {
   std::string text = read_text(log);

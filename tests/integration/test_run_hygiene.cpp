@@ -15,18 +15,9 @@ using namespace std::chrono_literals;
 namespace {
 
 fs::path job(const fs::path& dir) {
-  const fs::path file = dir / "job.yaml";
-  write_text(file,
-             "name: hygiene\nseed: 5\n"
-             "model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 4, d_model: 32}\n"
-             "data: {type: synthetic}\n"
-             "parallel: {dp: 1}\n"
-             "training: {steps: 8, micro_batch_size: 2, global_batch_size: 8}\n"
-             "optimizer: {lr: 1.0e-2, warmup_steps: 2}\n"
-             "checkpoint: {every_steps: 4, async: false}\n"
-             "logging: {every_steps: 1}\n"
-             "runtime: {comm_timeout_s: 60, max_restarts: 1, comm_selftest: false}\n");
-  return file;
+  return write_small_job(
+      dir, {.name = "hygiene",
+            .runtime = "{comm_timeout_s: 60, max_restarts: 1, comm_selftest: false}"});
 }
 
 ProcResult train(const fs::path& dir, const fs::path& run, std::vector<std::string> extra = {}) {

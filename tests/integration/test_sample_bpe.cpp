@@ -8,32 +8,16 @@
 #include <regex>
 
 #include "integration/helpers.h"
-#include "tokenizer/byte_level.h"
+#include "unit/tiny_tokenizer.h"
 
 using namespace trainctl::test;
 
-namespace {
-
-// Every byte a token (id = byte), one merge ("t" "h" -> 256) and <|endoftext|> = 257.
-fs::path write_tokenizer(const fs::path& dir) {
-  const trainctl::tokenizer::ByteLevelAlphabet a;
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[a.utf8_of(static_cast<unsigned char>(b))] = b;
-  vocab["th"] = 256;
-  nlohmann::json doc = {
-      {"added_tokens", {{{"id", 257}, {"content", "<|endoftext|>"}, {"special", true}}}},
-      {"pre_tokenizer", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"t h"}}}}};
-  std::ofstream(dir / "tokenizer.json") << doc.dump();
-  return dir / "tokenizer.json";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("sample and eval use the tokenizer of a run's prepared data",
           "[sample][eval][integration]") {
   TempDir dir("samplebpe");
-  const fs::path tok = write_tokenizer(dir.path());
+  const fs::path tok = write_tiny_tokenizer(dir.path());
   std::string text;
   for (int i = 0; i < 60; ++i) text += "the theme of the thing is this, then that.\n";
   write_text(dir / "corpus.txt", text);

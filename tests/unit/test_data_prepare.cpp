@@ -10,7 +10,7 @@
 #include "data/prepare.h"
 #include "data/token_file.h"
 #include "test_scratch.h"
-#include "tokenizer/byte_level.h"
+#include "tiny_tokenizer.h"
 #include "train/data_check.h"
 
 using namespace trainctl;
@@ -18,20 +18,6 @@ using trainctl::test::input_error_of;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Every byte a token (id = byte), one merge ("t" "h" -> 256) and <|endoftext|> = 257.
-fs::path write_tokenizer(const fs::path& dir) {
-  const tokenizer::ByteLevelAlphabet a;
-  nlohmann::json vocab = nlohmann::json::object();
-  for (int b = 0; b < 256; ++b) vocab[a.utf8_of(static_cast<unsigned char>(b))] = b;
-  vocab["th"] = 256;
-  nlohmann::json doc = {
-      {"added_tokens", {{{"id", 257}, {"content", "<|endoftext|>"}, {"special", true}}}},
-      {"pre_tokenizer", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"t h"}}}}};
-  std::ofstream(dir / "tokenizer.json") << doc.dump();
-  return dir / "tokenizer.json";
-}
 
 std::vector<uint16_t> all_tokens(const fs::path& dir) {
   const data::TokenManifest m = data::read_manifest(dir);
@@ -49,7 +35,7 @@ std::vector<uint16_t> all_tokens(const fs::path& dir) {
 
 TEST_CASE("data prepare writes llm.c shards, a manifest and the tokenizer", "[data]") {
   trainctl::test::ScratchDir dir("prepare");
-  const auto tok = tokenizer::load_tokenizer(write_tokenizer(dir.path));
+  const auto tok = tokenizer::load_tokenizer(test::write_tiny_tokenizer(dir.path));
   fs::create_directories(dir.path / "in" / "sub");
   std::ofstream(dir.path / "in" / "a.txt") << "the cat";
   std::ofstream(dir.path / "in" / "sub" / "b.jsonl") << "{\"text\": \"th\"}\n\n{\"text\": \"x\"}\n";
@@ -84,7 +70,7 @@ TEST_CASE("data prepare writes llm.c shards, a manifest and the tokenizer", "[da
 
 TEST_CASE("data prepare refuses empty, non-UTF-8 and malformed input", "[data]") {
   trainctl::test::ScratchDir dir("prepare_bad");
-  const auto tok = tokenizer::load_tokenizer(write_tokenizer(dir.path));
+  const auto tok = tokenizer::load_tokenizer(test::write_tiny_tokenizer(dir.path));
   data::PrepareOptions o;
   o.out_dir = dir.path / "out";
   auto error_for = [&](const std::string& name, const std::string& content) {
@@ -106,7 +92,7 @@ TEST_CASE(
     "a tokens directory trains; a model.vocab_size below the tokenizer's is refused at its line",
     "[data]") {
   trainctl::test::ScratchDir dir("prepare_train");
-  const auto tok = tokenizer::load_tokenizer(write_tokenizer(dir.path));
+  const auto tok = tokenizer::load_tokenizer(test::write_tiny_tokenizer(dir.path));
   std::string text;
   for (int i = 0; i < 300; ++i) text += "the other thing " + std::to_string(i) + "\n";
   std::ofstream(dir.path / "corpus.txt") << text;
