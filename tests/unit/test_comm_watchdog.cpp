@@ -260,7 +260,11 @@ TEST_CASE("the watchdog reports a rank that stalls before a collective", "[comm]
   constexpr int kRanks = 3;
   auto store = std::make_shared<gloo::rendezvous::HashStore>();
   launch::TcpStoreServer server("t", 0, "127.0.0.1");
-  std::atomic<bool> release{false};  // ends rank 1's stall once a peer has fired
+  // Ends rank 1's stall once both waiting peers have fired: released after the first one
+  // alone, the collective could complete before the other's watchdog looked (a flake
+  // seen under load in CI).
+  std::atomic<bool> release{false};
+  int reported = 0;
   std::mutex mu;
   std::vector<std::string> reports(kRanks);
   std::vector<bool> fired(kRanks);
@@ -282,7 +286,7 @@ TEST_CASE("the watchdog reports a rank that stalls before a collective", "[comm]
                               [&, rank](const std::string& report) {
                                 std::lock_guard lock(mu);
                                 reports[static_cast<size_t>(rank)] = report;
-                                release = true;
+                                if (++reported == kRanks - 1) release = true;
                               });
     std::vector<float> v(16, 1.0f);
     c->allreduce(v.data(), v.size());
