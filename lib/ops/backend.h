@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "tensor/tensor.h"
 
@@ -22,6 +24,46 @@ struct VocabRange {
   int begin = 0;
   int count = 0;
   bool holds(int32_t token) const { return token >= begin && token < begin + count; }
+};
+
+// Causal self-attention over a fused qkv buffer [B, T, qkv_width()]: q (n_head heads),
+// then k and v (n_kv_head heads each), head_dim floats a head. Grouped-query attention
+// (Llama 2/3) shares each k/v head among n_head / n_kv_head consecutive query heads: query
+// head h reads k/v head h / (n_head / n_kv_head). n_kv_head == n_head is multi-head
+// attention, and then the layout is nanoGPT's c_attn output.
+struct AttentionShape {
+  int B = 0;
+  int T = 0;
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+
+  int q_width() const { return n_head * head_dim; }
+  int kv_width() const { return n_kv_head * head_dim; }
+  int qkv_width() const { return q_width() + 2 * kv_width(); }
+  int group() const { return n_head / n_kv_head; }  // query heads per k/v head
+
+  // Throws std::invalid_argument unless every size is positive and n_kv_head divides n_head.
+  void check() const {
+    if (B < 0 || T <= 0 || head_dim <= 0 || n_head <= 0 || n_kv_head <= 0 ||
+        n_head % n_kv_head != 0) {
+      throw std::invalid_argument("attention: bad shape B=" + std::to_string(B) +
+                                  " T=" + std::to_string(T) + " n_head=" + std::to_string(n_head) +
+                                  " n_kv_head=" + std::to_string(n_kv_head) +
+                                  " head_dim=" + std::to_string(head_dim) +
+                                  " (B >= 0, the others positive, n_kv_head dividing n_head)");
+    }
+  }
+  // Multi-head attention of width C; throws std::invalid_argument unless NH divides C.
+  static AttentionShape multi_head(int B, int T, int C, int NH) {
+    if (NH <= 0 || C % NH != 0) {
+      throw std::invalid_argument("attention: C=" + std::to_string(C) +
+                                  " is not divisible by NH=" + std::to_string(NH));
+    }
+    AttentionShape s{B, T, NH, NH, C / NH};
+    s.check();
+    return s;
+  }
 };
 
 struct BackendOptions {
@@ -83,16 +125,51 @@ class Backend {
   virtual void add_inplace(float* acc, const float* x, size_t n) = 0;
 
   // --- causal self-attention, fused and memory-lean ----------------------------------
-  // qkv [B,T,3C] as (q | k | v) along the last dim, heads of size C/NH inside each part
-  // (nanoGPT's c_attn output). out [B,T,C]. lse [B,NH,T] receives each query row's
-  // log-sum-exp of the scaled scores: backward recomputes probabilities from it instead
-  // of keeping a T×T matrix per head.
-  virtual void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                                 int NH) = 0;
-  // dqkv (=) from dout, the forward's inputs and outputs.
+  // qkv [B, T, shape.qkv_width()] as (q | k | v) along the last dim (AttentionShape).
+  // out [B, T, shape.q_width()]. lse [B, n_head, T] receives each query row's log-sum-exp
+  // of the scaled scores: backward recomputes probabilities from it instead of keeping a
+  // T×T matrix per head.
+  virtual void attention_forward(float* out, float* lse, const float* qkv,
+                                 const AttentionShape& shape) = 0;
+  // dqkv (=) from dout, the forward's inputs and outputs. Under grouped-query attention a
+  // k/v head's gradient is the sum over the query heads that share it.
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* out, const float* lse, int B, int T, int C,
-                                  int NH) = 0;
+                                  const float* out, const float* lse,
+                                  const AttentionShape& shape) = 0;
+  // Multi-head attention (GPT): C = NH * head size, nanoGPT's c_attn output [B, T, 3C].
+  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+    attention_forward(out, lse, qkv, AttentionShape::multi_head(B, T, C, NH));
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                          const float* lse, int B, int T, int C, int NH) {
+    attention_backward(dqkv, dout, qkv, out, lse, AttentionShape::multi_head(B, T, C, NH));
+  }
+
+  // --- Llama-family ops ----------------------------------------------------------------
+  // RMSNorm over the last dim C: out = inp * rstd * weight with
+  // rstd[N] = 1 / sqrt(mean(inp^2) + eps), saved for backward.
+  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                               int N, int C, float eps) = 0;
+  // dinp (=), dweight (+=).
+  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                const float* weight, const float* rstd, int N, int C) = 0;
+  // Rotary position embedding, IN PLACE, in Hugging Face Llama's convention ("rotate_half"):
+  // within a head, dimension i < head_dim/2 pairs with i + head_dim/2 and both rotate by
+  // the angle (pos0 + t) * theta^(-2i / head_dim), t = the row's position in its sequence.
+  // x holds B*T rows of `row_stride` floats; the first `heads` heads (head_dim floats each)
+  // of every row are rotated: pass the qkv buffer with heads = n_head + n_kv_head to
+  // rotate q and k together. pos0 offsets positions (decoding with a KV cache).
+  virtual void rope_forward(float* x, int B, int T, int row_stride, int heads, int head_dim,
+                            float theta, int pos0) = 0;
+  // The gradient through rope_forward, in place: dx = R^T dy (the inverse rotation).
+  virtual void rope_backward(float* dx, int B, int T, int row_stride, int heads, int head_dim,
+                             float theta, int pos0) = 0;
+  // SwiGLU: gate_up [N, 2H] as (gate | up) along the last dim;
+  // out [N, H] = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+  virtual void swiglu_forward(float* out, const float* gate_up, int N, int H) = 0;
+  // dgate_up (=) [N, 2H] from dout [N, H] and the forward's input.
+  virtual void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N,
+                               int H) = 0;
 
   // --- embeddings: out[B,T,C] = wte[tokens] + wpe[t] -----------------------------------
   // wte holds the vocabulary rows of `vocab` (row 0 = token vocab.begin); tokens outside

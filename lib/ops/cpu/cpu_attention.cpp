@@ -15,21 +15,23 @@ namespace trainctl::ops::cpu {
 
 namespace {
 
-void check_shape(int T, int C, int NH) {
-  if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument("attention: C=" + std::to_string(C) +
-                                " is not divisible by NH=" + std::to_string(NH));
+// Grouped-query attention is not in the CPU kernels yet: its backward must sum the k/v
+// gradients of the query heads that share a head.
+void require_multi_head(const AttentionShape& s) {
+  s.check();
+  if (s.n_kv_head != s.n_head) {
+    throw std::invalid_argument("attention: the CPU backend needs n_kv_head == n_head");
   }
-  if (T <= 0) throw std::invalid_argument("attention: T must be positive");
 }
 
 }  // namespace
 
-void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                                   int NH) {
-  check_shape(T, C, NH);
-  const int hs = C / NH;
-  const int C3 = 3 * C;
+void CpuBackend::attention_forward(float* out, float* lse, const float* qkv,
+                                   const AttentionShape& shape) {
+  require_multi_head(shape);
+  const int B = shape.B, T = shape.T, NH = shape.n_head, hs = shape.head_dim;
+  const int C = shape.q_width();
+  const int C3 = shape.qkv_width();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   pool_.parallel_for(int64_t{B} * NH, 1, [&](int64_t p0, int64_t p1, int t) {
     float* s = scratch(t, kernels_.attention_forward_scratch_floats(T, hs));
@@ -44,11 +46,12 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv, int
 }
 
 void CpuBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                    const float* out, const float* lse, int B, int T, int C,
-                                    int NH) {
-  check_shape(T, C, NH);
-  const int hs = C / NH;
-  const int C3 = 3 * C;
+                                    const float* out, const float* lse,
+                                    const AttentionShape& shape) {
+  require_multi_head(shape);
+  const int B = shape.B, T = shape.T, NH = shape.n_head, hs = shape.head_dim;
+  const int C = shape.q_width();
+  const int C3 = shape.qkv_width();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   pool_.parallel_for(int64_t{B} * NH, 1, [&](int64_t p0, int64_t p1, int t) {
     float* s = scratch(t, kernels_.attention_backward_scratch_floats(T, hs));

@@ -49,10 +49,24 @@ class CpuBackend final : public Backend {
   void add(float* out, const float* a, const float* b, size_t n) override;
   void add_inplace(float* acc, const float* x, size_t n) override;
 
-  void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                         int NH) override;
+  using Backend::attention_backward;
+  using Backend::attention_forward;
+  void attention_forward(float* out, float* lse, const float* qkv,
+                         const AttentionShape& shape) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                          const float* lse, int B, int T, int C, int NH) override;
+                          const float* lse, const AttentionShape& shape) override;
+
+  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                       float eps) override;
+  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, const float* rstd, int N, int C) override;
+  void rope_forward(float* x, int B, int T, int row_stride, int heads, int head_dim, float theta,
+                    int pos0) override;
+  void rope_backward(float* dx, int B, int T, int row_stride, int heads, int head_dim, float theta,
+                     int pos0) override;
+  void swiglu_forward(float* out, const float* gate_up, int N, int H) override;
+  void swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N,
+                       int H) override;
 
   void embedding_forward(float* out, const int32_t* tokens, const float* wte, VocabRange vocab,
                          const float* wpe, int B, int T, int C) override;

@@ -26,6 +26,15 @@ int lm_head_rows_per_chunk(int N, int V) {
   return static_cast<int>(std::min<size_t>(rows, static_cast<size_t>(N)));
 }
 
+// Grouped-query attention is not in the CUDA kernels yet: its backward must sum the k/v
+// gradients of the query heads that share a head.
+void require_multi_head(const AttentionShape& s) {
+  s.check();
+  if (s.n_kv_head != s.n_head) {
+    throw std::invalid_argument("attention: the CUDA backend needs n_kv_head == n_head");
+  }
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device, const BackendOptions& options)
@@ -239,20 +248,50 @@ void CudaBackend::add_inplace(float* acc, const float* x, size_t n) {
 
 // --- attention, embeddings --------------------------------------------------------------------
 
-void CudaBackend::attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C,
-                                    int NH) {
+void CudaBackend::attention_forward(float* out, float* lse, const float* qkv,
+                                    const AttentionShape& shape) {
+  require_multi_head(shape);
   bind();
-  launch_attention_forward(stream_, out, lse, qkv, B, T, C, NH);
+  launch_attention_forward(stream_, out, lse, qkv, shape.B, shape.T, shape.q_width(), shape.n_head);
   op_done();
 }
 
 void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                     const float* out, const float* lse, int B, int T, int C,
-                                     int NH) {
+                                     const float* out, const float* lse,
+                                     const AttentionShape& shape) {
+  require_multi_head(shape);
   bind();
-  const size_t rows = static_cast<size_t>(B) * static_cast<size_t>(std::max(NH, 1)) * T;
-  launch_attention_backward(stream_, dqkv, dout, qkv, out, lse, B, T, C, NH, scratch(rows));
+  const size_t rows = static_cast<size_t>(shape.B) * static_cast<size_t>(shape.n_head) * shape.T;
+  launch_attention_backward(stream_, dqkv, dout, qkv, out, lse, shape.B, shape.T, shape.q_width(),
+                            shape.n_head, scratch(rows));
   op_done();
+}
+
+// --- Llama-family ops ----------------------------------------------------------------------
+
+void CudaBackend::rmsnorm_forward(float*, float*, const float*, const float*, int, int, float) {
+  throw std::logic_error("CUDA backend: rmsnorm_forward is not built yet");
+}
+
+void CudaBackend::rmsnorm_backward(float*, float*, const float*, const float*, const float*,
+                                   const float*, int, int) {
+  throw std::logic_error("CUDA backend: rmsnorm_backward is not built yet");
+}
+
+void CudaBackend::rope_forward(float*, int, int, int, int, int, float, int) {
+  throw std::logic_error("CUDA backend: rope_forward is not built yet");
+}
+
+void CudaBackend::rope_backward(float*, int, int, int, int, int, float, int) {
+  throw std::logic_error("CUDA backend: rope_backward is not built yet");
+}
+
+void CudaBackend::swiglu_forward(float*, const float*, int, int) {
+  throw std::logic_error("CUDA backend: swiglu_forward is not built yet");
+}
+
+void CudaBackend::swiglu_backward(float*, const float*, const float*, int, int) {
+  throw std::logic_error("CUDA backend: swiglu_backward is not built yet");
 }
 
 void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,
