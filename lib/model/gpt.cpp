@@ -127,22 +127,23 @@ void Gpt::allocate_activations(int slots) {
   // output in d4C_b_ (overwritten only by gelu_backward, after its last read), ln_2's
   // output in dC2_ (overwritten only by ln_2's layernorm_backward, after the c_fc weight
   // gradient read it), and for selective ln_1's output in scratchC_ (forward overwrites it
-  // with the attention projection only after c_attn read it; backward never uses
-  // scratchC_; full recomputation runs that projection again, so not for full).
+  // with the attention projection only after c_attn read it; selective recomputation
+  // writes the projection there before ln_1; backward never uses scratchC_; full
+  // recomputation runs that projection after ln_1, so not for full).
   BlockActs shared{};
   if (recompute_ != Recompute::none) {
     shared.ln1 = full ? act(N * C) : scratchC_;
     shared.ln1_mean = act(N);
     shared.ln1_rstd = act(N);
-    shared.att = act(N * Ca);
-    shared.lse = act(lse_n);
+    shared.res1 = act(N * C);
     shared.ln2 = dC2_;
     shared.ln2_mean = act(N);
     shared.ln2_rstd = act(N);
     shared.gelu = d4C_b_;
     if (full) {
       shared.qkv = act(N * 3 * Ca);
-      shared.res1 = act(N * C);
+      shared.att = act(N * Ca);
+      shared.lse = act(lse_n);
       shared.fc = act(N * Cm);
     }
   }
@@ -157,8 +158,7 @@ void Gpt::allocate_activations(int slots) {
           b.ln1 = act(N * C);
           b.ln1_mean = act(N);
           b.ln1_rstd = act(N);
-          b.att = act(N * Ca);
-          b.lse = act(lse_n);
+          b.res1 = act(N * C);
           b.ln2 = act(N * C);
           b.ln2_mean = act(N);
           b.ln2_rstd = act(N);
@@ -166,7 +166,8 @@ void Gpt::allocate_activations(int slots) {
         }
         if (!full) {
           b.qkv = act(N * 3 * Ca);
-          b.res1 = act(N * C);
+          b.att = act(N * Ca);
+          b.lse = act(lse_n);
           b.fc = act(N * Cm);
         }
         b.res2 = act(N * C);
@@ -196,9 +197,9 @@ GptMemoryFloats gpt_memory_floats(const GptConfig& config, const GptOptions& opt
   const int64_t Ca = C / tp, Cm = 4 * C / tp, V = config.vocab_size / tp;
   const int64_t lse = int64_t{batch} * (config.n_head / tp) * seq_len;
   // The buffers of one block, split by what each mode keeps.
-  const int64_t dropped_by_selective = 2 * (N * C + 2 * N) + N * Ca + lse + N * Cm;
-  const int64_t dropped_by_full = 3 * N * Ca + N * C + N * Cm;  // qkv, res1, fc
-  const int64_t output = N * C;                                 // res2
+  const int64_t dropped_by_selective = 2 * (N * C + 2 * N) + N * C + N * Cm;  // ln_*, res1, GELU
+  const int64_t dropped_by_full = 4 * N * Ca + lse + N * Cm;  // qkv, attention + lse, fc
+  const int64_t output = N * C;                               // res2
   int64_t per_block = output + dropped_by_full + dropped_by_selective;
   GptMemoryFloats m;
   m.params = flat_size(gpt_param_specs(config, shard));
@@ -345,10 +346,14 @@ void Gpt::recompute_block(const BlockParams& p, BlockActs& a, const float* x) {
     case Recompute::none:
       return;
     case Recompute::selective:
-      // The same calls on the same inputs as block_forward: the same bits.
+      // The same calls on the same inputs as block_forward: the same bits. The attention
+      // projection goes to scratchC_ before ln_1 reuses it (allocate_activations).
+      be.linear_forward(scratchC_, a.att, w.data(p.attn_proj_w),
+                        shard_.tp_rank == 0 ? w.data(p.attn_proj_b) : nullptr, N, C_attn_, C);
+      tp_allreduce(scratchC_, static_cast<size_t>(N) * C);
+      be.add(a.res1, x, scratchC_, static_cast<size_t>(N) * C);
       be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.data(p.ln1_w), w.data(p.ln1_b), N,
                            C);
-      be.attention_forward(a.att, a.lse, a.qkv, B_, T_, C_attn_, NH_local_);
       be.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.data(p.ln2_w), w.data(p.ln2_b),
                            N, C);
       be.gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * C_mlp_);

@@ -36,10 +36,13 @@ namespace trainctl::model {
 //   none:      everything the backward reads (per block: 2 LayerNorm outputs and
 //              statistics, qkv, attention output and log-sum-exp, residuals, MLP pre- and
 //              post-GELU).
-//   selective: qkv, the post-attention residual, the MLP's pre-GELU activation and the
-//              block output; the LayerNorm outputs, the attention core (output and
-//              log-sum-exp, recomputed from qkv: Megatron's selective recomputation of the
-//              attention) and the GELU output are recomputed just before the block's backward.
+//   selective: qkv, the attention output and log-sum-exp, the MLP's pre-GELU activation
+//              and the block output; the LayerNorm outputs and statistics, the GELU output
+//              and the post-attention residual (one [N,C] product from the kept attention
+//              output, plus its TP allreduce) are recomputed just before the block's
+//              backward. The flash-style attention never holds [T,T] probabilities, so its
+//              core costs O(T^2) to recompute but only [N,C] to keep: it is kept, and the
+//              cut (>= 40% of activations) comes from the pointwise outputs instead.
 //   full:      only each block's output (= the next block's input); the whole block
 //              forward is recomputed from its input before its backward (with tensor
 //              parallelism, including its two TP allreduces).
