@@ -56,7 +56,7 @@ Gpt::Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len,
   NH_local_ = config.n_head / tp;
   V_local_ = config.vocab_size / tp;
   vocab_ = {shard_.tp_rank * V_local_, V_local_};
-  declare_params();
+  declare_params(options.unbound_params);
   allocate_activations(options.slots);
 }
 
@@ -70,7 +70,7 @@ float* Gpt::act(size_t n) {
   return static_cast<float*>(p);
 }
 
-void Gpt::declare_params() {
+void Gpt::declare_params(bool unbound) {
   for (const ParamSpec& spec : gpt_param_specs(config_, shard_)) {
     const int index = static_cast<int>(params_.declare(spec));
     const std::string& n = spec.name;
@@ -99,7 +99,27 @@ void Gpt::declare_params() {
                          at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")});
     }
   }
-  params_.allocate();
+  if (unbound) {
+    params_.allocate_unbound();
+  } else {
+    params_.allocate();
+  }
+}
+
+int Gpt::num_blocks() const { return static_cast<int>(blocks_.size()); }
+
+int Gpt::chunk_of_block(int block) const {
+  int chunk = 0;
+  while (chunk + 1 < num_chunks() && chunk_first_block_[static_cast<size_t>(chunk) + 1] <= block) {
+    ++chunk;
+  }
+  return chunk;
+}
+
+std::pair<int64_t, int64_t> Gpt::block_param_range(int block) const {
+  const BlockParams& b = blocks_.at(static_cast<size_t>(block));
+  const Param& last = params_.at(static_cast<size_t>(b.fc_proj_b));
+  return {params_.at(static_cast<size_t>(b.ln1_w)).offset, last.offset + last.numel};
 }
 
 void Gpt::allocate_activations(int slots) {
@@ -422,6 +442,7 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   const float* x = a.input;
   const int first = chunk_first_block_[static_cast<size_t>(chunk)];
   for (size_t j = 0; j < a.blocks.size(); ++j) {
+    if (block_hooks_.before_forward) block_hooks_.before_forward(first + static_cast<int>(j));
     observe::TraceScope trace(trace_, "forward", "compute",
                               layer_fields(first + static_cast<int>(j), chunk));
     block_forward(blocks_[static_cast<size_t>(first) + j], a.blocks[j], x);
@@ -489,10 +510,14 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   for (int j = static_cast<int>(a.blocks.size()) - 1; j >= 0; --j) {
     const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
     const int block = first + j;
-    observe::TraceScope trace(trace_, "backward", "compute", layer_fields(block, chunk));
-    recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
-    block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
-                   base + kPiecesPerBlock * (nb - 1 - block), report);
+    if (block_hooks_.before_backward) block_hooks_.before_backward(block);
+    {
+      observe::TraceScope trace(trace_, "backward", "compute", layer_fields(block, chunk));
+      recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
+      block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x,
+                     dres_, base + kPiecesPerBlock * (nb - 1 - block), report);
+    }
+    if (block_hooks_.after_backward) block_hooks_.after_backward(block);
   }
   if (!has_embedding(chunk)) return dres_;
   backend_.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, vocab_, B_, T_,

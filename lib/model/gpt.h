@@ -57,6 +57,9 @@ struct GptOptions {
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
+  // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
+  // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
+  bool unbound_params = false;
 };
 
 // Floats a Gpt allocates through its backend, by purpose, computed without building one
@@ -157,6 +160,20 @@ class Gpt {
     if (grad_ready_) grad_ready_(piece);
   }
 
+  // Parameter residency (ZeRO-3): called with a rank-local block index (0 ..
+  // num_blocks() - 1, chunk by chunk in pipeline order) just before the block's forward,
+  // before its recomputation and backward, and after its backward. The block's parameters
+  // (and for backward its gradients) must be bound when the first two return.
+  struct BlockHooks {
+    std::function<void(int block)> before_forward, before_backward, after_backward;
+  };
+  void set_block_hooks(BlockHooks hooks) { block_hooks_ = std::move(hooks); }
+  int num_blocks() const;
+  // The chunk a rank-local block belongs to.
+  int chunk_of_block(int block) const;
+  // [begin, end) of the flat parameter layout holding block `block`'s parameters.
+  std::pair<int64_t, int64_t> block_param_range(int block) const;
+
   // Each block's forward and backward (and the LM head's) become timeline events while
   // `trace` records (null: none).
   void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
@@ -166,7 +183,7 @@ class Gpt {
   struct BlockActs;
   struct ChunkActs;
 
-  void declare_params();
+  void declare_params(bool unbound);
   void allocate_activations(int slots);
   // `output`: also write the block output a.res2 (not when recomputing for backward).
   void block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output = true);
@@ -203,6 +220,7 @@ class Gpt {
   float *d4C_a_ = nullptr, *d4C_b_ = nullptr, *scratchC_ = nullptr;
   float *logits_ = nullptr, *row_max_ = nullptr, *xent_stats_ = nullptr;
   std::function<void(int)> grad_ready_;
+  BlockHooks block_hooks_;
   observe::TraceRecorder* trace_ = nullptr;
 };
 

@@ -24,6 +24,8 @@
 #include "optim/optimizer.h"
 #include "parallel/comm_stats.h"
 #include "parallel/grad_sync.h"
+#include "parallel/zero3_optimizer.h"
+#include "parallel/zero3_params.h"
 #include "parallel/zero_optimizer.h"
 
 namespace trainctl::parallel {
@@ -43,7 +45,9 @@ struct NormScope {
 std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params);
 
 struct DataParallelOptions {
-  int zero_stage = 0;  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only)
+  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only); 3: parameters sharded too
+  // (parallel/zero3_params.h; gpt built with GptOptions::unbound_params, dp >= 2).
+  int zero_stage = 0;
   // Buckets and wire format of the overlapped reduction (plain DP and ZeRO-1; ZeRO-2
   // reduce-scatters the whole buffer in fp32 after the backward pass).
   GradSyncOptions sync;
@@ -84,8 +88,10 @@ class DataParallel {
   // after step().
   StepCommStats stats() const;
   int zero_stage() const { return zero_stage_; }
-  // Null for ZeRO-2 (no overlapped reduction).
+  // Null for ZeRO-2 and ZeRO-3 (no overlapped reduction).
   const GradSync* grad_sync() const { return sync_.get(); }
+  // The sharded parameters under ZeRO-3 (initialisation, checkpoints, export), else null.
+  Zero3Params* zero3() { return zero3_.get(); }
 
  private:
   comm::Communicator& dp_;
@@ -96,6 +102,9 @@ class DataParallel {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
+  std::unique_ptr<Zero3Params> zero3_;
+  Zero3AdamW* zero3_adamw_ = nullptr;  // optimizer_ under ZeRO-3
+  bool new_step_ = true;               // ZeRO-3: the next micro-batch starts a step
 };
 
 }  // namespace trainctl::parallel
