@@ -38,21 +38,18 @@ DataParallel::~DataParallel() {
   if (sync_) gpt_.set_grad_ready_hook({});
 }
 
+void DataParallel::begin_step() {
+  if (zero3_) zero3_->begin_step();
+}
+
 void DataParallel::begin_micro_batch(bool last) {
   if (sync_) sync_->begin_micro_batch(last);
-  if (zero3_ && new_step_) {
-    zero3_->begin_step();
-    new_step_ = false;
-  }
 }
 
 void DataParallel::reduce_gradients() {
   if (sync_) sync_->finish();
   if (zero_) zero_->reduce_gradients();
-  if (zero3_) {
-    zero3_->finish_backward();
-    new_step_ = true;
-  }
+  if (zero3_) zero3_->finish_backward();
 }
 
 double DataParallel::grad_norm() {

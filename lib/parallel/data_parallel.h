@@ -6,6 +6,7 @@
 //
 // Per optimizer step, on every rank of the DP group:
 //   gpt.params().zero_grads();
+//   dp.begin_step();
 //   for (int m = 0; m < accum; ++m) {
 //     dp.begin_micro_batch(m == accum - 1);
 //     gpt.forward_backward(...);
@@ -65,6 +66,9 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
+  // Before the step's first forward pass (after gpt.params().zero_grads()): ZeRO-3 zeroes
+  // its gradient shards.
+  void begin_step();
   // Before each micro-batch's forward/backward; `last` for the step's final one.
   void begin_micro_batch(bool last);
   // After the step's last backward pass: waits for the overlapped buckets (rethrowing a
@@ -91,7 +95,7 @@ class DataParallel {
   // Null for ZeRO-2 and ZeRO-3 (no overlapped reduction).
   const GradSync* grad_sync() const { return sync_.get(); }
   // The sharded parameters under ZeRO-3 (initialisation, checkpoints, export), else null.
-  Zero3Params* zero3() { return zero3_.get(); }
+  Zero3Params* zero3() const { return zero3_.get(); }
 
  private:
   comm::Communicator& dp_;
@@ -104,7 +108,6 @@ class DataParallel {
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
   std::unique_ptr<Zero3Params> zero3_;
   Zero3AdamW* zero3_adamw_ = nullptr;  // optimizer_ under ZeRO-3
-  bool new_step_ = true;               // ZeRO-3: the next micro-batch starts a step
 };
 
 }  // namespace trainctl::parallel
