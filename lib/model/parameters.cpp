@@ -19,6 +19,16 @@ int64_t flat_size(const std::vector<ParamSpec>& specs) {
   return total;
 }
 
+std::vector<int64_t> flat_offsets(const std::vector<ParamSpec>& specs) {
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const ParamSpec& spec : specs) {
+    offsets.push_back(total);
+    total = align_up(total + numel_of(spec.shard.local_shape()));
+  }
+  return offsets;
+}
+
 ParameterSet::~ParameterSet() {
   if (data_) backend_->free(data_);
   if (grads_) backend_->free(grads_);

@@ -28,6 +28,9 @@ struct Param {
 // Floats in the flat buffers of a ParameterSet declaring `specs` (each parameter starts
 // on a 64-byte boundary), without allocating anything: what total() will be.
 int64_t flat_size(const std::vector<ParamSpec>& specs);
+// Where each of `specs` starts in those buffers (floats), in order: what Param::offset
+// will be.
+std::vector<int64_t> flat_offsets(const std::vector<ParamSpec>& specs);
 
 class ParameterSet {
  public:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace trainctl::parallel {
 
@@ -10,7 +11,16 @@ constexpr int64_t kAlignFloats = 16;  // parameters start on 64-byte lines (para
 int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 }  // namespace
 
-std::vector<Zero3Unit> zero3_units(const model::Gpt& gpt, int dp_size, int dp_rank) {
+namespace {
+// The layer of a block parameter ("transformer.h.<layer>.*"), else -1.
+int block_layer(const std::string& name) {
+  static const std::string prefix = "transformer.h.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  return std::stoi(name.substr(prefix.size()));
+}
+}  // namespace
+
+std::vector<Zero3Unit> zero3_units(const std::vector<model::ParamSpec>& specs, int dp_size) {
   std::vector<Zero3Unit> units;
   int64_t pos = 0;
   auto add = [&](int64_t begin, int64_t end, bool resident, int block) {
@@ -25,22 +35,29 @@ std::vector<Zero3Unit> zero3_units(const model::Gpt& gpt, int dp_size, int dp_ra
     pos += u.layout.shard_size;
     units.push_back(u);
   };
-  const int64_t total = gpt.params().total();
-  const int blocks = gpt.num_blocks();
-  if (blocks == 0) {
+  const int64_t total = model::flat_size(specs);
+  const std::vector<int64_t> offsets = model::flat_offsets(specs);
+  // Cut points: where each block starts, and where what follows the last block starts.
+  std::vector<int64_t> block_begin;
+  int64_t after_blocks = -1;
+  int layer = -1;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const int l = block_layer(specs[i].name);
+    if (l >= 0 && l != layer) block_begin.push_back(offsets[i]);
+    if (l >= 0) after_blocks = align_up(offsets[i] + numel_of(specs[i].shard.local_shape()));
+    layer = l;
+  }
+  if (block_begin.empty()) {
     add(0, total, true, -1);
     return units;
   }
-  // Blocks are adjacent in the layout: a block's unit runs to the next block's start.
-  add(0, gpt.block_param_range(0).first, true, -1);
+  add(0, block_begin.front(), true, -1);
+  const int blocks = static_cast<int>(block_begin.size());
   for (int b = 0; b < blocks; ++b) {
-    const int64_t begin = gpt.block_param_range(b).first;
-    const int64_t end = b + 1 < blocks ? gpt.block_param_range(b + 1).first
-                                       : align_up(gpt.block_param_range(b).second);
-    add(begin, end, false, b);
+    const auto k = static_cast<size_t>(b);
+    add(block_begin[k], b + 1 < blocks ? block_begin[k + 1] : after_blocks, false, b);
   }
-  add(align_up(gpt.block_param_range(blocks - 1).second), total, true, -1);
-  (void)dp_rank;
+  add(after_blocks, total, true, -1);
   return units;
 }
 
@@ -50,7 +67,7 @@ Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units) {
   for (const Zero3Unit& u : units) {
     m.shard += u.layout.shard_size;
     if (u.resident) {
-      m.resident += u.end - u.begin;
+      m.resident += u.layout.padded_total();
     } else {
       largest = std::max(largest, u.layout.padded_total());
     }
@@ -63,7 +80,10 @@ Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units) {
 }
 
 Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& backend)
-    : dp_(dp), gpt_(gpt), backend_(backend), units_(zero3_units(gpt, dp.size(), dp.rank())) {
+    : dp_(dp),
+      gpt_(gpt),
+      backend_(backend),
+      units_(zero3_units(model::gpt_param_specs(gpt.config(), gpt.shard()), dp.size())) {
   if (dp.size() < 2) throw std::invalid_argument("ZeRO-3 needs a DP group of 2 or more ranks");
   if (!gpt.params().bound()) {
     throw std::invalid_argument("ZeRO-3 needs a model built with GptOptions::unbound_params");
@@ -79,6 +99,11 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
     const Zero3Unit& u = units_[i];
     shard_floats_ += u.layout.shard_size;
     if (!u.resident) {
+      // The units come from the specs; the hooks from the model: they must agree.
+      if (u.block >= gpt.num_blocks() || gpt.block_param_range(u.block).first != u.begin ||
+          gpt.block_param_range(u.block).second > u.end) {
+        throw std::logic_error("ZeRO-3: the model's blocks do not match its parameter layout");
+      }
       unit_of_block_[static_cast<size_t>(u.block)] = static_cast<int>(i);
       largest = std::max(largest, u.layout.padded_total());
     }

@@ -44,14 +44,17 @@ struct Zero3Unit {
   int block = -1;              // the model's rank-local block index, for block units
 };
 
-// The units of `gpt`'s flat layout (every float in exactly one unit, in order).
-std::vector<Zero3Unit> zero3_units(const model::Gpt& gpt, int dp_size, int dp_rank);
+// The units of the flat layout of a model shard declaring `specs` (gpt_param_specs), over
+// `dp_size` ranks: every float in exactly one unit, in order; a block is the parameters
+// named "transformer.h.<layer>.*", its unit running to the next block's start.
+std::vector<Zero3Unit> zero3_units(const std::vector<model::ParamSpec>& specs, int dp_size);
 
-// Floats a Zero3Params allocates for `units`, by purpose (`trainctl plan`).
+// Floats a Zero3Params (with its Zero3AdamW) allocates for `units`, by purpose, without
+// building one (`trainctl plan`; a unit test holds it equal to what is allocated).
 struct Zero3MemoryFloats {
-  int64_t shard = 0;      // parameters' shard (the gradients' shard is as large)
-  int64_t resident = 0;   // whole resident units' parameters (their gradients as large)
-  int64_t transient = 0;  // the gather and gradient buffers of blocks, with their shards
+  int64_t shard = 0;      // parameters' shard (the gradients' shard and each moment as large)
+  int64_t resident = 0;   // whole resident units' parameters, padded (their gradients as large)
+  int64_t transient = 0;  // two gather and two gradient buffers of blocks, two reduced shards
 };
 Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units);
 

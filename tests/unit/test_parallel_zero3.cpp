@@ -122,7 +122,7 @@ TEST_CASE("ZeRO-3 units cover the flat layout once, blocks on their own", "[para
   model::GptOptions options;
   options.unbound_params = true;
   model::Gpt gpt(kConfig, *backend, 1, 16, options);
-  const auto units = parallel::zero3_units(gpt, 3, 1);
+  const auto units = parallel::zero3_units(model::gpt_param_specs(kConfig, gpt.shard()), 3);
   int64_t pos = 0;
   int blocks = 0;
   for (const auto& u : units) {
@@ -133,4 +133,24 @@ TEST_CASE("ZeRO-3 units cover the flat layout once, blocks on their own", "[para
   }
   CHECK(pos == gpt.params().total());
   CHECK(blocks == kConfig.n_layer);
+}
+
+TEST_CASE("zero3_memory_floats is what ZeRO-3 allocates", "[parallel][zero3]") {
+  parallel::testing::on_dp_group(2, [&](trainctl::comm::Communicator& dp) {
+    auto backend = ops::make_cpu_backend({.threads = 1});
+    model::GptOptions options;
+    options.unbound_params = true;
+    model::Gpt gpt(kConfig, *backend, 2, 16, options);
+    const size_t before = backend->peak_allocated_bytes();  // nothing is freed in between
+    parallel::DataParallelOptions dp_options;
+    dp_options.zero_stage = 3;
+    parallel::DataParallel ddp(dp, gpt, *backend, {.type = "adamw", .weight_decay = 0.1},
+                               dp_options);
+    const auto m = parallel::zero3_memory_floats(
+        parallel::zero3_units(model::gpt_param_specs(kConfig, gpt.shard()), dp.size()));
+    // Parameter and gradient shards, AdamW's two moments, the resident units twice.
+    const int64_t floats = 4 * m.shard + 2 * m.resident + m.transient;
+    CHECK(backend->peak_allocated_bytes() - before == static_cast<size_t>(floats) * sizeof(float));
+    CHECK(gpt.params().data() == nullptr);  // no whole flat buffer anywhere
+  });
 }
