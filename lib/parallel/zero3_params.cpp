@@ -9,9 +9,7 @@ namespace trainctl::parallel {
 namespace {
 constexpr int64_t kAlignFloats = 16;  // parameters start on 64-byte lines (parameters.h)
 int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-}  // namespace
 
-namespace {
 // The layer of a block parameter ("transformer.h.<layer>.*"), else -1.
 int block_layer(const std::string& name) {
   static const std::string prefix = "transformer.h.";
