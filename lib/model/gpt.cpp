@@ -435,8 +435,10 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   const int C = config_.d_model;
   if (has_embedding(chunk)) {
     // Each TP rank embeds the tokens of its vocabulary rows; rank 0 adds the positions.
+    resident_hook(true, ResidentUse::embedding_forward, false);
     backend_.embedding_forward(a.input, tokens, params_.data(wte_), vocab_,
                                shard_.tp_rank == 0 ? params_.data(wpe_) : nullptr, B_, T_, C);
+    resident_hook(false, ResidentUse::embedding_forward, false);
     tp_allreduce(a.input, static_cast<size_t>(boundary_floats()));
   }
   const float* x = a.input;
@@ -450,7 +452,9 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   }
   if (!has_head(chunk)) return x;
   observe::TraceScope trace(trace_, "forward.lm_head", "compute", layer_fields(-1, chunk));
+  resident_hook(true, ResidentUse::head_forward, backward);
   head_forward(a, x, targets, backward, grad_scale, loss);
+  resident_hook(false, ResidentUse::head_forward, backward);
   return nullptr;
 }
 
@@ -501,8 +505,10 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   const int N = B_ * T_, C = config_.d_model;
   if (has_head(chunk)) {
     const float* top = a.blocks.back().res2;
+    resident_hook(true, ResidentUse::head_backward, true);
     backend_.layernorm_backward(dres_, params_.grad(lnf_w_), params_.grad(lnf_b_), a.dlnf, top,
                                 params_.data(lnf_w_), a.lnf_mean, a.lnf_rstd, N, C);
+    resident_hook(false, ResidentUse::head_backward, true);
   }
   const int first = chunk_first_block_[static_cast<size_t>(chunk)];
   const int base = wte_copy_ >= 0 ? 1 : 0;  // pieces before the blocks' (see grad_pieces)
@@ -520,8 +526,10 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     if (block_hooks_.after_backward) block_hooks_.after_backward(block);
   }
   if (!has_embedding(chunk)) return dres_;
+  resident_hook(true, ResidentUse::embedding_backward, true);
   backend_.embedding_backward(params_.grad(wte_), params_.grad(wpe_), dres_, tokens, vocab_, B_, T_,
                               C);
+  resident_hook(false, ResidentUse::embedding_backward, true);
   // The embeddings' piece(s): wte's own piece, when it has one, the caller reports.
   if (report) report_grad_ready(base + kPiecesPerBlock * nb);
   return nullptr;

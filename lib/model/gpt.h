@@ -164,10 +164,21 @@ class Gpt {
   // num_blocks() - 1, chunk by chunk in pipeline order) just before the block's forward,
   // before its recomputation and backward, and after its backward. The block's parameters
   // (and for backward its gradients) must be bound when the first two return.
+  // The resident hooks frame each use of the embedding and head parameters likewise:
+  // embedding_forward (wte, wpe), head_forward (ln_f and the tied embedding; with
+  // `grads`, the tied embedding's gradient too), head_backward (ln_f and its gradients)
+  // and embedding_backward (wte's and wpe's gradients only). What `before` binds must
+  // stay bound until `after`.
+  enum class ResidentUse { embedding_forward, head_forward, head_backward, embedding_backward };
   struct BlockHooks {
     std::function<void(int block)> before_forward, before_backward, after_backward;
+    std::function<void(ResidentUse use, bool grads)> before_resident, after_resident;
   };
   void set_block_hooks(BlockHooks hooks) { block_hooks_ = std::move(hooks); }
+  void resident_hook(bool before, ResidentUse use, bool grads) const {
+    const auto& hook = before ? block_hooks_.before_resident : block_hooks_.after_resident;
+    if (hook) hook(use, grads);
+  }
   int num_blocks() const;
   // The chunk a rank-local block belongs to.
   int chunk_of_block(int block) const;

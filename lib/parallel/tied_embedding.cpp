@@ -8,12 +8,20 @@ namespace {
 constexpr uint32_t kTiedEmbeddingTag = 0x7fff0001u;  // outside the pipeline executor's tags
 }
 
-void exchange_tied_embedding_grad(model::Gpt& gpt, comm::Communicator& pp, bool report) {
+void exchange_tied_embedding_grad(model::Gpt& gpt, comm::Communicator& pp, bool report,
+                                  Zero3Params* zero3) {
   if (!gpt.exchanges_tied_embedding() || pp.size() == 1) return;
-  const auto index = static_cast<size_t>(gpt.tied_embedding_param());
-  const model::Param& p = gpt.params().at(index);
-  float* grad = gpt.params().grad(index);  // bound storage under ZeRO-3
-  const auto n = static_cast<size_t>(p.numel);
+  float* grad = nullptr;
+  size_t n = 0;
+  if (zero3 != nullptr) {
+    const auto [shard, floats] = zero3->tied_embedding_grad_shard();
+    grad = shard;
+    n = static_cast<size_t>(floats);
+  } else {
+    const auto index = static_cast<size_t>(gpt.tied_embedding_param());
+    grad = gpt.params().grad(index);
+    n = static_cast<size_t>(gpt.params().at(index).numel);
+  }
   const int peer = gpt.shard().embedding ? pp.size() - 1 : 0;
   // Send a copy: the local gradient is updated in place while the send may be in flight.
   std::vector<float> mine(grad, grad + n), theirs(n);

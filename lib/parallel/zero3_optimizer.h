@@ -1,8 +1,8 @@
 #pragma once
 // AdamW on the shards of ZeRO-3 (parallel/zero3_params.h): this rank's moments cover only
 // its shard of every unit, the update reads the DP-summed gradient shard and writes the
-// parameter shard, then Zero3Params::refresh() regathers the resident units (blocks are
-// gathered again by their next forward). Weight decay follows the parameters a shard
+// parameter shard, then Zero3Params::refresh() forgets the gathered units (each is
+// gathered again by its next use). Weight decay follows the parameters a shard
 // cuts through, as in unsharded AdamW, so dp = N reproduces dp = 1.
 #include <vector>
 

@@ -45,17 +45,29 @@ std::vector<Zero3Unit> zero3_units(const std::vector<model::ParamSpec>& specs, i
     if (l >= 0) after_blocks = align_up(offsets[i] + numel_of(specs[i].shard.local_shape()));
     layer = l;
   }
+  // Outside the blocks every parameter is a unit of its own (wte, wpe, the tied copy), but
+  // ln_f's weight and bias share one: a use never needs more than two units at once.
+  auto add_resident = [&](int64_t begin, int64_t end) {
+    int64_t from = begin;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (offsets[i] <= from || offsets[i] >= end) continue;
+      if (specs[i].name == "transformer.ln_f.bias") continue;
+      add(from, offsets[i], true, -1);
+      from = offsets[i];
+    }
+    add(from, end, true, -1);
+  };
   if (block_begin.empty()) {
-    add(0, total, true, -1);
+    add_resident(0, total);
     return units;
   }
-  add(0, block_begin.front(), true, -1);
+  add_resident(0, block_begin.front());
   const int blocks = static_cast<int>(block_begin.size());
   for (int b = 0; b < blocks; ++b) {
     const auto k = static_cast<size_t>(b);
     add(block_begin[k], b + 1 < blocks ? block_begin[k + 1] : after_blocks, false, b);
   }
-  add(after_blocks, total, true, -1);
+  add_resident(after_blocks, total);
   return units;
 }
 
@@ -64,11 +76,7 @@ Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units) {
   int64_t largest = 0;
   for (const Zero3Unit& u : units) {
     m.shard += u.layout.shard_size;
-    if (u.resident) {
-      m.resident += u.layout.padded_total();
-    } else {
-      largest = std::max(largest, u.layout.padded_total());
-    }
+    largest = std::max(largest, u.layout.padded_total());
   }
   if (largest > 0) {
     // Two gather buffers, two gradient buffers and their two reduced shards.
@@ -96,6 +104,7 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
   for (size_t i = 0; i < units_.size(); ++i) {
     const Zero3Unit& u = units_[i];
     shard_floats_ += u.layout.shard_size;
+    largest = std::max(largest, u.layout.padded_total());
     if (!u.resident) {
       // The units come from the specs; the hooks from the model: they must agree.
       if (u.block >= gpt.num_blocks() || gpt.block_param_range(u.block).first != u.begin ||
@@ -103,22 +112,28 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
         throw std::logic_error("ZeRO-3: the model's blocks do not match its parameter layout");
       }
       unit_of_block_[static_cast<size_t>(u.block)] = static_cast<int>(i);
-      largest = std::max(largest, u.layout.padded_total());
     }
+  }
+  // The resident parameters' units.
+  const model::ParameterSet& params = gpt.params();
+  auto unit_at = [&](int64_t offset) {
+    for (size_t i = 0; i < units_.size(); ++i) {
+      if (units_[i].begin <= offset && offset < units_[i].end) return static_cast<int>(i);
+    }
+    throw std::logic_error("ZeRO-3: a parameter outside every unit");
+  };
+  for (const model::Param& p : params.list()) {
+    if (p.name == "transformer.wte.weight" && !p.tied_copy) wte_unit_ = unit_at(p.offset);
+    if (p.name == "transformer.wpe.weight") wpe_unit_ = unit_at(p.offset);
+    if (p.name == "transformer.ln_f.weight") lnf_unit_ = unit_at(p.offset);
+  }
+  if (gpt.tied_embedding_param() >= 0) {
+    tied_unit_ = unit_at(params.at(static_cast<size_t>(gpt.tied_embedding_param())).offset);
   }
   shard_params_ = alloc(shard_floats_);
   shard_grads_ = alloc(shard_floats_);
   backend_.zero(shard_params_, static_cast<size_t>(shard_floats_));
   backend_.zero(shard_grads_, static_cast<size_t>(shard_floats_));
-  resident_.assign(units_.size(), {nullptr, nullptr});
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const Zero3Unit& u = units_[i];
-    if (!u.resident) continue;
-    // Padded: the allgather writes whole shards.
-    resident_[i] = {alloc(u.layout.padded_total()), alloc(u.layout.padded_total())};
-    backend_.zero(resident_[i].second, static_cast<size_t>(u.layout.padded_total()));
-    gpt.params().bind(u.begin, u.end, resident_[i].first, resident_[i].second);
-  }
   if (largest > 0) {
     const int64_t reduced = largest / dp.size();
     for (Slot& s : slots_) s.data = alloc(largest);
@@ -127,8 +142,11 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
       g.reduced = alloc(reduced);
     }
   }
-  gpt.set_block_hooks({[this](int b) { before_forward(b); }, [this](int b) { before_backward(b); },
-                       [this](int b) { after_backward(b); }});
+  gpt.set_block_hooks(
+      {[this](int b) { before_forward(b); }, [this](int b) { before_backward(b); },
+       [this](int b) { after_backward(b); },
+       [this](model::Gpt::ResidentUse use, bool grads) { before_resident(use, grads); },
+       [this](model::Gpt::ResidentUse use, bool grads) { after_resident(use, grads); }});
 }
 
 Zero3Params::~Zero3Params() {
@@ -147,17 +165,16 @@ void Zero3Params::init_weights(uint64_t seed) {
   const int r = dp_.rank();
   for (size_t i = 0; i < units_.size(); ++i) {
     const Zero3Unit& u = units_[i];
-    float* whole = u.resident ? resident_[i].first : slots_[0].data;
+    float* whole = slots_[0].data;
     backend_.zero(whole, static_cast<size_t>(u.layout.padded_total()));
     params.bind(u.begin, u.end, whole, nullptr);
     params.initialize(seed, u.begin, u.end);
-    if (u.resident) params.bind(u.begin, u.end, whole, resident_[i].second);
     const int64_t n = u.layout.end(r) - u.layout.begin(r);
     float* shard = unit_shard(shard_params_, u);
     backend_.zero(shard, static_cast<size_t>(u.layout.shard_size));
     if (n > 0) backend_.copy(shard, whole + u.layout.begin(r), static_cast<size_t>(n));
   }
-  slots_[0].unit = -1;
+  for (Slot& s : slots_) s.unit = -1;
 }
 
 void Zero3Params::begin_step() {
@@ -165,21 +182,17 @@ void Zero3Params::begin_step() {
   queue_.reset_times();
   for (GradSlot& g : grad_slots_) add_reduced(g);
   backend_.zero(shard_grads_, static_cast<size_t>(shard_floats_));
-  for (size_t i = 0; i < units_.size(); ++i) {
-    if (units_[i].resident) {
-      backend_.zero(resident_[i].second, static_cast<size_t>(units_[i].layout.padded_total()));
-    }
-  }
 }
 
-Zero3Params::Slot& Zero3Params::gathered(int unit) {
+Zero3Params::Slot& Zero3Params::gathered(int unit, const Slot* keep) {
   for (Slot& s : slots_) {
     if (s.unit == unit) {
       queue_.wait(s.ticket);
       return s;
     }
   }
-  // No slot is in use by a computation between hooks: take them in turn.
+  // No slot is in use by a computation between hooks (but `keep`): take them in turn.
+  if (&slots_[victim_] == keep) victim_ = 1 - victim_;
   Slot& s = slots_[victim_];
   victim_ = 1 - victim_;
   const Zero3Unit& u = units_[static_cast<size_t>(unit)];
@@ -190,6 +203,32 @@ Zero3Params::Slot& Zero3Params::gathered(int unit) {
   s.ticket = queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
   queue_.wait(s.ticket);
   return s;
+}
+
+Zero3Params::GradSlot& Zero3Params::grad_slot(int unit) {
+  GradSlot& g = grad_slots_[next_grad_slot_];
+  next_grad_slot_ = 1 - next_grad_slot_;
+  if (g.unit >= 0) {
+    queue_.wait(g.ticket);
+    add_reduced(g);
+  }
+  const Zero3Unit& u = units_[static_cast<size_t>(unit)];
+  backend_.zero(g.grads, static_cast<size_t>(u.layout.padded_total()));
+  g.unit = unit;
+  g.ticket = 0;
+  return g;
+}
+
+void Zero3Params::release_grads(int unit) {
+  for (GradSlot& g : grad_slots_) {
+    if (g.unit != unit || g.ticket != 0) continue;
+    const float* in = g.grads;
+    float* out = g.reduced;
+    const auto n = static_cast<size_t>(units_[static_cast<size_t>(unit)].layout.shard_size);
+    g.ticket = queue_.submit([this, in, out, n] { dp_.reduce_scatter(in, out, n); });
+    return;
+  }
+  throw std::logic_error("ZeRO-3: a unit's backward ended that never began");
 }
 
 void Zero3Params::prefetch(int unit, const Slot& keep) {
@@ -220,15 +259,7 @@ void Zero3Params::before_backward(int block) {
   const int unit = unit_of_block(block);
   Slot& s = gathered(unit);
   const Zero3Unit& u = units_[static_cast<size_t>(unit)];
-  GradSlot& g = grad_slots_[next_grad_slot_];
-  next_grad_slot_ = 1 - next_grad_slot_;
-  if (g.unit >= 0) {
-    queue_.wait(g.ticket);
-    add_reduced(g);
-  }
-  backend_.zero(g.grads, static_cast<size_t>(u.layout.padded_total()));
-  g.unit = unit;
-  g.ticket = 0;
+  GradSlot& g = grad_slot(unit);
   gpt_.params().bind(u.begin, u.end, s.data, g.grads);
   const int prev = block - 1;
   if (prev >= 0 && gpt_.chunk_of_block(prev) == gpt_.chunk_of_block(block)) {
@@ -236,17 +267,61 @@ void Zero3Params::before_backward(int block) {
   }
 }
 
-void Zero3Params::after_backward(int block) {
-  const int unit = unit_of_block(block);
-  for (GradSlot& g : grad_slots_) {
-    if (g.unit != unit || g.ticket != 0) continue;
-    const float* in = g.grads;
-    float* out = g.reduced;
-    const auto n = static_cast<size_t>(units_[static_cast<size_t>(unit)].layout.shard_size);
-    g.ticket = queue_.submit([this, in, out, n] { dp_.reduce_scatter(in, out, n); });
-    return;
+void Zero3Params::after_backward(int block) { release_grads(unit_of_block(block)); }
+
+std::pair<std::vector<int>, std::vector<int>> Zero3Params::resident_units(
+    model::Gpt::ResidentUse use, bool grads) const {
+  using Use = model::Gpt::ResidentUse;
+  std::vector<int> read, written;
+  auto add = [](std::vector<int>& v, int unit) {
+    if (unit < 0) throw std::logic_error("ZeRO-3: a resident use of a unit this rank lacks");
+    if (std::find(v.begin(), v.end(), unit) == v.end()) v.push_back(unit);
+  };
+  switch (use) {
+    case Use::embedding_forward:
+      add(read, wte_unit_);
+      add(read, wpe_unit_);
+      break;
+    case Use::head_forward:
+      add(read, lnf_unit_);
+      add(read, tied_unit_);
+      if (grads) add(written, tied_unit_);
+      break;
+    case Use::head_backward:
+      add(read, lnf_unit_);
+      add(written, lnf_unit_);
+      break;
+    case Use::embedding_backward:  // reads no parameter
+      add(written, wte_unit_);
+      add(written, wpe_unit_);
+      break;
   }
-  throw std::logic_error("ZeRO-3: a block's backward ended that never began");
+  return {read, written};
+}
+
+void Zero3Params::before_resident(model::Gpt::ResidentUse use, bool grads) {
+  const auto [read, written] = resident_units(use, grads);
+  model::ParameterSet& params = gpt_.params();
+  const Slot* keep = nullptr;
+  for (const int unit : read) {
+    const Slot& s = gathered(unit, keep);
+    keep = &s;
+    const Zero3Unit& u = units_[static_cast<size_t>(unit)];
+    params.bind(u.begin, u.end, s.data, nullptr);
+  }
+  for (const int unit : written) {
+    GradSlot& g = grad_slot(unit);
+    float* data = nullptr;
+    for (const Slot& s : slots_) {
+      if (s.unit == unit && std::find(read.begin(), read.end(), unit) != read.end()) data = s.data;
+    }
+    const Zero3Unit& u = units_[static_cast<size_t>(unit)];
+    params.bind(u.begin, u.end, data, g.grads);
+  }
+}
+
+void Zero3Params::after_resident(model::Gpt::ResidentUse use, bool grads) {
+  for (const int unit : resident_units(use, grads).second) release_grads(unit);
 }
 
 void Zero3Params::add_reduced(GradSlot& g) {
@@ -262,29 +337,18 @@ void Zero3Params::add_reduced(GradSlot& g) {
 void Zero3Params::finish_backward() {
   queue_.wait_all();
   for (GradSlot& g : grad_slots_) add_reduced(g);
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const Zero3Unit& u = units_[i];
-    if (!u.resident) continue;
-    const auto n = static_cast<size_t>(u.layout.shard_size);
-    const float* in = resident_[i].second;  // zero past the unit's end (begin_step)
-    float* out = unit_shard(shard_grads_, u);
-    queue_.submit([this, in, out, n] { dp_.reduce_scatter(in, out, n); });
-  }
-  queue_.wait_all();
 }
 
 void Zero3Params::refresh() {
   queue_.wait_all();
   for (Slot& s : slots_) s.unit = -1;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const Zero3Unit& u = units_[i];
-    if (!u.resident) continue;
-    const float* in = unit_shard(shard_params_, u);
-    float* out = resident_[i].first;
-    const auto n = static_cast<size_t>(u.layout.shard_size);
-    queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
-  }
-  queue_.wait_all();
+}
+
+std::pair<float*, int64_t> Zero3Params::tied_embedding_grad_shard() {
+  finish_backward();
+  if (tied_unit_ < 0) return {nullptr, 0};
+  const Zero3Unit& u = units_[static_cast<size_t>(tied_unit_)];
+  return {unit_shard(shard_grads_, u), u.layout.shard_size};
 }
 
 std::vector<Zero3Params::OwnedRange> Zero3Params::owned_ranges() const {

@@ -2,11 +2,12 @@
 // ZeRO-3 (FSDP-style) parameter sharding for a GPT over the DP group.
 //
 // The flat parameter layout (model/parameters.h) is cut into units: one per transformer
-// block, plus the "resident" units before the first block (wte, wpe) and after the last
-// (ln_f, the tied LM head's copy of wte). Each unit is split evenly over the DP ranks
-// (ShardLayout, padded); rank r keeps only its shard of every unit, parameters and
-// gradients, so the persistent model state is ~1/dp of the replicated model's. The model
-// is built with GptOptions::unbound_params and its storage is bound from here:
+// block, plus the "resident" units before the first block (wte, wpe: one each) and after
+// the last (ln_f; the tied LM head's copy of wte on its own, the same size as wte's unit
+// on the first stage). Each unit is split evenly over the DP ranks (ShardLayout, padded);
+// rank r keeps only its shard of every unit, parameters and gradients, so the persistent
+// model state is ~1/dp of the replicated model's. The model is built with
+// GptOptions::unbound_params and its storage is bound from here:
 //   - a block's parameters are allgathered into one of two transient buffers just before
 //     its forward and again before its backward (the block hooks); the next block of the
 //     same chunk is prefetched into the other buffer on the communication thread
@@ -14,9 +15,13 @@
 //   - a block's gradients accumulate in one of two transient buffers during its backward
 //     and are reduce-scattered on the communication thread after it, every micro-batch;
 //     this rank's part of the sum is added to its gradient shard;
-//   - the resident units stay whole during the step (the embedding and the LM head are
-//     used at both ends of it, like FSDP's root module): their parameters are allgathered
-//     after each update, their gradients reduce-scattered once in finish_backward().
+//   - the embedding and head units go through the same buffers around each use (the
+//     resident hooks): wte and wpe are gathered for the embedding forward, ln_f and the
+//     tied embedding for the head forward and ln_f again for the head's backward; the
+//     gradients each use makes (the head's share of the tied embedding, ln_f's, the
+//     embedding backward's) are reduce-scattered right after it, per micro-batch. No unit
+//     stays whole between uses, so the buffers are sized by the largest unit of all and
+//     nothing but the shards persists across the step.
 // The optimizer (Zero3AdamW, parallel/zero3_optimizer.h) updates the shards.
 //
 // Per optimizer step, on every rank of the DP group: begin_step(), the micro-batches'
@@ -40,21 +45,22 @@ struct Zero3Unit {
   int64_t begin = 0, end = 0;  // range of the flat parameter layout
   ShardLayout layout;          // over the DP ranks
   int64_t shard_pos = 0;       // where this rank's shard of it starts in shard_params()
-  bool resident = false;       // whole during the step (embedding / head); else a block
+  bool resident = false;       // embedding / head (gathered around each use); else a block
   int block = -1;              // the model's rank-local block index, for block units
 };
 
 // The units of the flat layout of a model shard declaring `specs` (gpt_param_specs), over
 // `dp_size` ranks: every float in exactly one unit, in order; a block is the parameters
-// named "transformer.h.<layer>.*", its unit running to the next block's start.
+// named "transformer.h.<layer>.*", its unit running to the next block's start; before the
+// blocks each parameter is a unit, after them ln_f is one and the tied copy another.
 std::vector<Zero3Unit> zero3_units(const std::vector<model::ParamSpec>& specs, int dp_size);
 
 // Floats a Zero3Params (with its Zero3AdamW) allocates for `units`, by purpose, without
 // building one (`trainctl plan`; a unit test holds it equal to what is allocated).
 struct Zero3MemoryFloats {
   int64_t shard = 0;      // parameters' shard (the gradients' shard and each moment as large)
-  int64_t resident = 0;   // whole resident units' parameters, padded (their gradients as large)
-  int64_t transient = 0;  // two gather and two gradient buffers of blocks, two reduced shards
+  int64_t transient = 0;  // two gather and two gradient buffers of the largest unit, two
+                          // reduced shards
 };
 Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units);
 
@@ -70,14 +76,17 @@ class Zero3Params {
   // GPT-2 initialisation, unit by unit: the shards hold the slices of the model that
   // gpt.init_weights(seed) would give an unsharded model.
   void init_weights(uint64_t seed);
-  // Zeroes the gradient shards and the resident units' gradients.
+  // Zeroes the gradient shards.
   void begin_step();
-  // Waits for every block's reduce-scatter and adds the last ones; reduce-scatters the
-  // resident units' gradients. The DP communicator is free afterwards.
+  // Waits for every unit's reduce-scatter and adds the last ones. The DP communicator is
+  // free afterwards.
   void finish_backward();
-  // After the shards changed (optimizer step, load): allgathers the resident units and
-  // forgets the gathered blocks.
+  // After the shards changed (optimizer step, load): forgets the gathered units.
   void refresh();
+  // This rank's shard of the tied embedding's summed gradient (wte's unit, or the head's
+  // copy's: with pp > 1 both ends shard it alike), after finish_backward() (called here);
+  // {nullptr, 0} when the model holds neither. For the pipeline's tied-embedding exchange.
+  std::pair<float*, int64_t> tied_embedding_grad_shard();
 
   const std::vector<Zero3Unit>& units() const { return units_; }
   int64_t shard_floats() const { return shard_floats_; }
@@ -118,8 +127,17 @@ class Zero3Params {
   void before_forward(int block);
   void before_backward(int block);
   void after_backward(int block);
-  // Makes `unit` gathered in a slot (prefetched or now); returns the slot.
-  Slot& gathered(int unit);
+  void before_resident(model::Gpt::ResidentUse use, bool grads);
+  void after_resident(model::Gpt::ResidentUse use, bool grads);
+  // The units a resident use reads (parameters), and those whose gradients it writes.
+  std::pair<std::vector<int>, std::vector<int>> resident_units(model::Gpt::ResidentUse use,
+                                                               bool grads) const;
+  // Makes `unit` gathered in a slot (prefetched or now), never in `keep`; returns the slot.
+  Slot& gathered(int unit, const Slot* keep = nullptr);
+  // Takes the next gradient slot for `unit` (adding what it held), zeroed.
+  GradSlot& grad_slot(int unit);
+  // Starts the reduce-scatter of `unit`'s gradient slot.
+  void release_grads(int unit);
   void prefetch(int unit, const Slot& keep);
   void add_reduced(GradSlot& g);
   int unit_of_block(int block) const { return unit_of_block_.at(static_cast<size_t>(block)); }
@@ -133,7 +151,8 @@ class Zero3Params {
   int64_t shard_floats_ = 0;
   float* shard_params_ = nullptr;
   float* shard_grads_ = nullptr;
-  std::vector<std::pair<float*, float*>> resident_;  // per unit: whole data, grads (or null)
+  // Units of the resident parameters on this rank, or -1.
+  int wte_unit_ = -1, wpe_unit_ = -1, lnf_unit_ = -1, tied_unit_ = -1;
   Slot slots_[2];
   GradSlot grad_slots_[2];
   int next_grad_slot_ = 0;

@@ -73,11 +73,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
   }
   if (zero == 3) {
-    // parallel/zero3_params.h: shards of every unit, the embedding and head whole, two
-    // gather and two gradient buffers of the largest block (with their reduced shards).
+    // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
+    // gather and two gradient buffers of the largest unit (with their reduced shards).
     const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
         parallel::zero3_units(model::gpt_param_specs(config, options.shard), par.dp));
-    b.parameters = static_cast<double>(z.shard + z.resident) * kFloat;
+    b.parameters = static_cast<double>(z.shard) * kFloat;
     b.gradients = b.parameters;
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;

@@ -67,7 +67,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
                                           batch.micro_targets(layout, m)};
         },
         dloss, [&] { data_parallel.begin_micro_batch(true); });
-    parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true);
+    parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true, data_parallel.zero3());
     loss_sum = r.loss_sum;
     loss_count = r.loss_count;
     out.pipeline_idle_s = r.idle_s;
