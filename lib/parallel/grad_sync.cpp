@@ -105,7 +105,7 @@ void GradSync::finish() {
     stats_ = s;
     std::rethrow_exception(error);
   }
-  size_t bytes = 0;
+  size_t bytes = 0, sent = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (layers_pending_[b] != 0) {
       throw std::logic_error("GradSync: layer " + std::to_string(buckets_[b].last_layer) +
@@ -113,8 +113,12 @@ void GradSync::finish() {
                              "connected to on_layer_ready()?");
     }
     bytes += static_cast<size_t>(buckets_[b].size()) * reducer_.wire_bytes_per_element();
+    sent += reducer_.sent_bytes(static_cast<size_t>(buckets_[b].size()));
   }
-  if (communicate_) s.wire_bytes = bytes;
+  if (communicate_) {
+    s.wire_bytes = bytes;
+    s.sent_bytes = sent;
+  }
   stats_ = s;
 }
 
