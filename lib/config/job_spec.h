@@ -50,6 +50,11 @@ struct ParallelSpec : Layout {
   int sync_every = 1;
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  // none | bf16 | powersgd: how DP gradients are compressed on the wire. bf16 is grad_comm:
+  // bf16 under its newer name (both keys are read; they must agree); powersgd sends each 2-D
+  // gradient as rank-`powersgd_rank` factors with error feedback (parallel/powersgd.h).
+  std::string grad_compression = "none";
+  int powersgd_rank = 4;
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -165,6 +165,27 @@ void check_dp_sync(const JobSpec& s, const Checker& c) {
   }
 }
 
+// PowerSGD compresses the gradient buckets of synchronous DP (parallel/grad_sync.h).
+void check_powersgd(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.grad_compression != "powersgd") return;
+  if (p.dp_sync != "allreduce") {
+    c.fail("parallel.grad_compression",
+           "powersgd compresses the gradients synchronous DP sums every step; dp_sync: " +
+               p.dp_sync + " exchanges parameters instead. Use one of them.");
+  }
+  if (p.zero >= 2) {
+    c.fail("parallel.grad_compression",
+           "powersgd works inside the overlapped gradient buckets, which ZeRO-2 replaces by "
+           "a reduce-scatter of the whole buffer. Use zero: 0 or 1 with powersgd.");
+  }
+  if (s.device == Device::cuda) {
+    c.fail("parallel.grad_compression",
+           "powersgd runs on the CPU backend only (its low-rank products work on host "
+           "memory); use device: cpu, or grad_compression: none or bf16.");
+  }
+}
+
 void check_batch(const JobSpec& s, const Checker& c) {
   const TrainingSpec& t = s.training;
   const long long unit = 1LL * t.micro_batch_size * s.parallel.dp;
@@ -312,6 +333,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_model(spec, c);
   check_parallel(spec, c);
   check_dp_sync(spec, c);
+  check_powersgd(spec, c);
   check_batch(spec, c);
   check_schedule(spec, c);
   check_data(spec, c);

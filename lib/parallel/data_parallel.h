@@ -54,7 +54,7 @@ struct DataParallelOptions {
   NormScope norm;
   // dp_sync local_sgd / diloco: no gradient reduction; each replica steps on its own
   // gradients and the replicas meet every sync_every steps (parallel/periodic_sync.h).
-  PeriodicSyncOptions periodic;
+  PeriodicSyncOptions periodic = {};
 };
 
 class DataParallel {
@@ -90,6 +90,8 @@ class DataParallel {
   // dp for local_sgd/diloco, whose replicas step on their own share of the batch (its
   // mean gradient is dp times its part of the global sum), else 1.
   float local_grad_factor() const;
+  // PowerSGD's state (null without grad_compression: powersgd or with one DP rank).
+  PowerSgd* powersgd() { return sync_ ? sync_->powersgd() : nullptr; }
   // Periodic synchronisation (null for dp_sync: allreduce).
   PeriodicSync* periodic() { return periodic_.get(); }
 

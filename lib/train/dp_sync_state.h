@@ -1,12 +1,17 @@
 #pragma once
-// What parallel.dp_sync local_sgd / diloco add to a checkpoint, so that a resume on the same
-// layout continues bit for bit. Between synchronisations every DP replica has its own
+// What parallel.dp_sync local_sgd / diloco and PowerSGD add to a checkpoint, so that a resume on
+// the same layout continues bit for bit. Between synchronisations every DP replica has its own
 // parameters and optimizer state: DP replica 0's are the checkpoint's parameters and
 // optimizer state as usual; replica r >= 1 adds its own as optimizer-state tensors
 // "optim.dp<r>_param.<parameter>" and "optim.dp<r>_<state>.<parameter>". DiLoCo's outer
 // state, the same on every replica, is "optim.outer_params.<parameter>" and
 // "optim.outer_momentum.<parameter>". All are laid out like the parameters, so they reshard
 // over tp and pp like them.
+//
+// PowerSGD (parallel.grad_compression: powersgd) adds each DP rank's error feedback,
+// "optim.dp<r>_powersgd_error.<parameter>", and the warm-start Q of every matrix placed at
+// the matrix's offset, "optim.powersgd_q<rank>.<parameter>"; they describe this rank's shard,
+// so only a resume on the same dp, tp and pp (and rank) uses them, others start afresh.
 //
 // A resume with another dp (or from a checkpoint without replica tensors) starts every
 // replica from replica 0's parameters and optimizer state; DiLoCo without outer state

@@ -145,3 +145,48 @@ TEST_CASE("comm_bytes: every step with allreduce, every sync_every-th with local
   }
   CHECK(local_total * 4 == per_step * 12);
 }
+
+TEST_CASE("PowerSGD trains with tp and pp, sends less, and resumes bitwise",
+          "[dp_sync][powersgd][resume]") {
+  TempDir dir("dpsync-powersgd");
+  const fs::path dense = job(dir.path(), "{dp: 2}", kAdamw);
+  REQUIRE(train(dir.path(), dense, "allreduce").exit_code == 0);
+  const int64_t dense_bytes = rows_of(dir / "allreduce")[0]["comm_bytes"].get<int64_t>();
+  for (const std::string parallel :
+       {"{dp: 2, grad_compression: powersgd, powersgd_rank: 2}",
+        "{dp: 2, tp: 2, grad_compression: powersgd, powersgd_rank: 2}",
+        "{dp: 2, pp: 2, zero: 1, grad_compression: powersgd, powersgd_rank: 2}"}) {
+    INFO(parallel);
+    const fs::path spec = job(dir.path(), parallel, kAdamw);
+    fs::remove_all(dir / "straight");
+    fs::remove_all(dir / "resumed");
+    const ProcResult straight = train(dir.path(), spec, "straight");
+    INFO(straight.out << straight.err);
+    REQUIRE(straight.exit_code == 0);
+    const std::vector<json> a = rows_of(dir / "straight");
+    CHECK(a.back()["loss"].get<double>() < a.front()["loss"].get<double>());  // it learns
+    CHECK(a[0]["comm_bytes"].get<int64_t>() * 2 < dense_bytes);
+    // The error feedback and Q of step 6 come back: the rest of the run is the same.
+    const ProcResult resumed =
+        train(dir.path(), spec, "resumed",
+              {"--resume", (dir / "straight" / "checkpoints" / "step_00000006").string()});
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(read_text(dir / "straight" / "model.safetensors") ==
+          read_text(dir / "resumed" / "model.safetensors"));
+  }
+}
+
+TEST_CASE("grad_compression: bf16 is grad_comm: bf16", "[dp_sync]") {
+  TempDir dir("dpsync-bf16");
+  const fs::path spec = job(dir.path(), "{dp: 2, grad_compression: bf16}", kAdamw);
+  REQUIRE(train(dir.path(), spec, "new").exit_code == 0);
+  const fs::path old = job(dir.path(), "{dp: 2, grad_comm: bf16}", kAdamw);
+  REQUIRE(train(dir.path(), old, "old").exit_code == 0);
+  CHECK(read_text(dir / "new" / "model.safetensors") ==
+        read_text(dir / "old" / "model.safetensors"));
+  // bf16 halves the bytes of fp32's ring allreduce at dp 2.
+  REQUIRE(train(dir.path(), job(dir.path(), "{dp: 2}", kAdamw), "fp32").exit_code == 0);
+  CHECK(rows_of(dir / "new")[0]["comm_bytes"].get<int64_t>() * 2 ==
+        rows_of(dir / "fp32")[0]["comm_bytes"].get<int64_t>());
+}
