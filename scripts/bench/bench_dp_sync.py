@@ -90,7 +90,18 @@ def main():
     ap.add_argument("--corpus", default="/work/shared/data/tinyshakespeare.txt")
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--outer-lr", type=float, help="DiLoCo's outer_lr (default: the mode's)")
+    ap.add_argument("--outer-momentum", type=float, help="DiLoCo's outer_momentum")
+    ap.add_argument("--powersgd-rank", type=int, help="PowerSGD's rank (default 4)")
     args = ap.parse_args()
+    if args.outer_lr is not None or args.outer_momentum is not None:
+        lr = 0.8 if args.outer_lr is None else args.outer_lr
+        mu = 0.5 if args.outer_momentum is None else args.outer_momentum
+        MODES["diloco8"] = (f", dp_sync: diloco, sync_every: 8, outer_lr: {lr}, outer_momentum: {mu}",
+                            f"DiLoCo, H = 8 (outer_lr {lr}, Nesterov {mu})")
+    if args.powersgd_rank is not None:
+        r = args.powersgd_rank
+        MODES["powersgd4"] = (f", grad_compression: powersgd, powersgd_rank: {r}", f"PowerSGD, rank {r}")
     if not os.path.isfile(args.corpus):
         print(f"skipped: no corpus at {args.corpus} (pass --corpus)")
         return 0
