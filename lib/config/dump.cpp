@@ -57,6 +57,15 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  schedule: " << p.schedule << "\n  virtual_stages: " << p.virtual_stages
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
+  if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
+  if (p.grad_compression == "powersgd") y << "  powersgd_rank: " << p.powersgd_rank << "\n";
+  if (p.dp_sync != "allreduce") {
+    y << "  dp_sync: " << p.dp_sync << "\n  sync_every: " << p.sync_every << "\n";
+    if (p.dp_sync == "diloco") {
+      y << "  outer_lr: " << format_real(p.outer_lr)
+        << "\n  outer_momentum: " << format_real(p.outer_momentum) << "\n";
+    }
+  }
 
   const TrainingSpec& t = s.training;
   y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size

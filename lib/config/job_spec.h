@@ -42,6 +42,19 @@ struct ParallelSpec : Layout {
   int zero = 0;                    // 0 | 1 | 2 | 3
   std::string grad_comm = "fp32";  // fp32 | bf16: dtype of DP gradient traffic
   double bucket_mb = 1.0;          // DP gradient bucket cap (MiB); buckets hold half-layers
+  // How DP replicas agree (parallel/periodic_sync.h): allreduce sums gradients every step;
+  // local_sgd and diloco let each replica step on its own gradients and meet every
+  // sync_every steps (local_sgd: parameters averaged; diloco: an outer Nesterov step of
+  // outer_lr / outer_momentum on the averaged parameter change).
+  std::string dp_sync = "allreduce";
+  int sync_every = 1;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  // none | bf16 | powersgd: how DP gradients are compressed on the wire. bf16 is grad_comm:
+  // bf16 under its newer name (both keys are read; they must agree); powersgd sends each 2-D
+  // gradient as rank-`powersgd_rank` factors with error feedback (parallel/powersgd.h).
+  std::string grad_compression = "none";
+  int powersgd_rank = 4;
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -73,9 +73,54 @@ void read_data(const MapReader& top, DataSpec& data) {
   r.read("val_fraction", data.val_fraction, {0, false, 1, true});
 }
 
+// parallel.dp_sync and the keys only its periodic modes use.
+void read_dp_sync(const MapReader& r, ParallelSpec& parallel) {
+  r.read_choice("dp_sync", parallel.dp_sync, {"allreduce", "local_sgd", "diloco"},
+                {{"sync", "allreduce"}, {"localsgd", "local_sgd"}, {"local", "local_sgd"}});
+  r.read("sync_every", parallel.sync_every, {1, 1 << 20});
+  r.read("outer_lr", parallel.outer_lr, {0, true, kMaxLearningRate, false});
+  r.read("outer_momentum", parallel.outer_momentum, {0, false, 1, true});
+  if (r.has("sync_every") && parallel.dp_sync == "allreduce") {
+    r.fail_at("sync_every",
+              "is used only with dp_sync: local_sgd or diloco (allreduce synchronises every "
+              "step); remove it or set parallel.dp_sync.");
+  }
+  for (const char* key : {"outer_lr", "outer_momentum"}) {
+    if (r.has(key) && parallel.dp_sync != "diloco") {
+      r.fail_at(key,
+                "is used only with dp_sync: diloco (the outer optimizer); remove it or set "
+                "parallel.dp_sync: diloco.");
+    }
+  }
+}
+
+// parallel.grad_compression (with grad_comm, its older spelling of bf16) and powersgd_rank.
+void read_grad_compression(const MapReader& r, ParallelSpec& parallel) {
+  r.read_choice(
+      "grad_compression", parallel.grad_compression, {"none", "bf16", "powersgd"},
+      {{"fp32", "none"}, {"off", "none"}, {"bfloat16", "bf16"}, {"power_sgd", "powersgd"}});
+  r.read("powersgd_rank", parallel.powersgd_rank, {1, 1 << 16});
+  if (r.has("powersgd_rank") && parallel.grad_compression != "powersgd") {
+    r.fail_at("powersgd_rank",
+              "is used only with grad_compression: powersgd; remove it or set "
+              "parallel.grad_compression: powersgd.");
+  }
+  if (parallel.grad_compression == "bf16") {
+    if (r.has("grad_comm") && parallel.grad_comm != "bf16") {
+      r.fail_at("grad_comm", "says fp32 but grad_compression says bf16; keep one of them.");
+    }
+    parallel.grad_comm = "bf16";
+  } else if (r.has("grad_compression") && parallel.grad_comm == "bf16") {
+    r.fail_at("grad_comm", "bf16 contradicts grad_compression: " + parallel.grad_compression +
+                               " (PowerSGD's factors travel in fp32); keep one of them.");
+  }
+}
+
 void read_parallel(const MapReader& top, ParallelSpec& parallel) {
-  const MapReader r = top.section("parallel", {"dp", "tp", "pp", "schedule", "virtual_stages",
-                                               "zero", "grad_comm", "bucket_mb"});
+  const MapReader r =
+      top.section("parallel", {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm",
+                               "bucket_mb", "dp_sync", "sync_every", "outer_lr", "outer_momentum",
+                               "grad_compression", "powersgd_rank"});
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
@@ -87,6 +132,8 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
                 {{"bfloat16", "bf16"}, {"float32", "fp32"}});
   r.read("bucket_mb", parallel.bucket_mb, {0, true, 1024, false});
+  read_dp_sync(r, parallel);
+  read_grad_compression(r, parallel);
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {

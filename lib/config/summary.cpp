@@ -54,7 +54,14 @@ std::string describe_comm(const JobSpec& s) {
   } else {
     text = "Gloo over TCP only, allreduce " + algo;
   }
-  if (s.parallel.dp > 1) text += ", gradients in " + s.parallel.grad_comm;
+  const ParallelSpec& p = s.parallel;
+  if (p.dp > 1 && p.dp_sync != "allreduce") {
+    text += ", " + p.dp_sync + ": replicas meet every " + std::to_string(p.sync_every) + " steps";
+  } else if (p.dp > 1 && p.grad_compression == "powersgd") {
+    text += ", gradients as PowerSGD rank-" + std::to_string(p.powersgd_rank) + " factors";
+  } else if (p.dp > 1) {
+    text += ", gradients in " + p.grad_comm;
+  }
   return text;
 }
 

@@ -137,6 +137,66 @@ void check_parallel(const JobSpec& s, const Checker& c) {
   }
 }
 
+// local_sgd and diloco: each replica steps on its own gradients between synchronisations.
+// What relies on every replica holding the same gradient or model at every step is refused.
+void check_dp_sync(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.dp_sync == "allreduce") return;
+  const std::string mode = "dp_sync: " + p.dp_sync;
+  if (p.zero > 0) {
+    c.fail("parallel.zero", "ZeRO shards the optimizer state of one shared model over dp; with " +
+                                mode +
+                                " every replica keeps its own model and optimizer. Use zero: 0, "
+                                "or dp_sync: allreduce.");
+  }
+  if (p.grad_comm != "fp32") {
+    c.fail("parallel.grad_comm", "sets how gradients are summed over dp, which " + mode +
+                                     " never does (replicas exchange parameters, in fp32). "
+                                     "Remove it, or use dp_sync: allreduce.");
+  }
+  if (s.precision.compute == DType::fp16) {
+    c.fail("precision.compute",
+           "fp16's loss scaler skips a step when any gradient overflowed, which all replicas "
+           "must agree on; with " +
+               mode +
+               " each replica has its own gradients. Use compute: bf16 (no loss scaling), or "
+               "dp_sync: allreduce.");
+  }
+  if (s.device == Device::cuda) {
+    c.fail("parallel.dp_sync", mode +
+                                   " runs on the CPU backend only (its averaging and outer "
+                                   "step work on host memory); use device: cpu, or "
+                                   "dp_sync: allreduce.");
+  }
+  if (s.training.eval_every > 0 && s.training.eval_every % p.sync_every != 0) {
+    c.fail("training.eval_every", "must be a multiple of parallel.sync_every (" +
+                                      std::to_string(p.sync_every) + ") with " + mode +
+                                      ", so that validation sees the synchronised model; got " +
+                                      std::to_string(s.training.eval_every) + ".");
+  }
+}
+
+// PowerSGD compresses the gradient buckets of synchronous DP (parallel/grad_sync.h).
+void check_powersgd(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.grad_compression != "powersgd") return;
+  if (p.dp_sync != "allreduce") {
+    c.fail("parallel.grad_compression",
+           "powersgd compresses the gradients synchronous DP sums every step; dp_sync: " +
+               p.dp_sync + " exchanges parameters instead. Use one of them.");
+  }
+  if (p.zero >= 2) {
+    c.fail("parallel.grad_compression",
+           "powersgd works inside the overlapped gradient buckets, which ZeRO-2 replaces by "
+           "a reduce-scatter of the whole buffer. Use zero: 0 or 1 with powersgd.");
+  }
+  if (s.device == Device::cuda) {
+    c.fail("parallel.grad_compression",
+           "powersgd runs on the CPU backend only (its low-rank products work on host "
+           "memory); use device: cpu, or grad_compression: none or bf16.");
+  }
+}
+
 void check_batch(const JobSpec& s, const Checker& c) {
   const TrainingSpec& t = s.training;
   const long long unit = 1LL * t.micro_batch_size * s.parallel.dp;
@@ -283,6 +343,8 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   const Checker c(locations);
   check_model(spec, c);
   check_parallel(spec, c);
+  check_dp_sync(spec, c);
+  check_powersgd(spec, c);
   check_batch(spec, c);
   check_schedule(spec, c);
   check_data(spec, c);

@@ -16,6 +16,17 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
     throw std::invalid_argument("parallel.zero must be 0, 1, 2 or 3, got " +
                                 std::to_string(zero_stage_));
   }
+  if (options.periodic.mode != DpSyncMode::allreduce) {
+    if (zero_stage_ != 0) {
+      throw std::invalid_argument("parallel.dp_sync " +
+                                  std::string(to_string(options.periodic.mode)) +
+                                  " keeps a model per replica: ZeRO does not apply");
+    }
+    // Replicas step on their own gradients: no buckets, no grad-ready hook.
+    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
+    periodic_ = std::make_unique<PeriodicSync>(dp, gpt.params(), backend, options.periodic);
+    return;
+  }
   if (zero_stage_ == 3) {
     zero3_ = std::make_unique<Zero3Params>(dp, gpt, backend);
     auto adamw = std::make_unique<Zero3AdamW>(*zero3_, gpt.params(), backend, optimizer);
@@ -57,6 +68,7 @@ double DataParallel::grad_norm() {
     comm::Communicator& group = norm_.group != nullptr ? *norm_.group : dp_;
     return std::sqrt(allsum_exact(group, zero3_adamw_->local_grad_sumsq(norm_.counted)));
   }
+  if (periodic_) return replica_grad_norm();
   if (norm_.group == nullptr) {
     return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
   }
@@ -70,6 +82,20 @@ double DataParallel::grad_norm() {
     }
   }
   return std::sqrt(allsum_exact(*norm_.group, local));
+}
+
+double DataParallel::replica_grad_norm() {
+  if (norm_.group == nullptr) return optim::grad_norm(gpt_.params(), backend_);
+  double local = 0.0;
+  const float* grads = gpt_.params().grads();
+  for (const auto& [b, e] : norm_.counted) {
+    local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
+  }
+  // Every world rank's sum travels; each adds, in rank order, those of its own replica.
+  comm::Communicator& world = *norm_.group;
+  const int replica = (world.rank() / norm_.dp_stride) % dp_.size();
+  return std::sqrt(allsum_exact_where(
+      world, local, [&](int rank) { return (rank / norm_.dp_stride) % dp_.size() == replica; }));
 }
 
 std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
@@ -102,11 +128,20 @@ double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale
 
 void DataParallel::step(double lr) { optimizer_->step(lr); }
 
+void DataParallel::after_update(int64_t step, bool last) {
+  if (periodic_) periodic_->after_update(step, last);
+}
+
+float DataParallel::local_grad_factor() const {
+  return periodic_ ? static_cast<float>(dp_.size()) : 1.0f;
+}
+
 StepCommStats DataParallel::stats() const {
   StepCommStats s;
   if (sync_) s += sync_->stats();
   if (zero_) s += zero_->stats();
   if (zero3_) s += zero3_->stats();
+  if (periodic_) s += periodic_->stats();
   return s;
 }
 

@@ -25,6 +25,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm_stats.h"
 #include "parallel/grad_sync.h"
+#include "parallel/periodic_sync.h"
 #include "parallel/zero3_optimizer.h"
 #include "parallel/zero3_params.h"
 #include "parallel/zero_optimizer.h"
@@ -38,6 +39,9 @@ namespace trainctl::parallel {
 struct NormScope {
   comm::Communicator* group = nullptr;  // null: the DP group holds the whole model
   std::vector<FloatRange> counted;      // flat ranges of the gradient buffer
+  // World rank w belongs to DP replica (w / dp_stride) % dp (the rank map: dp_stride = tp).
+  // dp_sync local_sgd/diloco sum each replica's norm over its own ranks only.
+  int dp_stride = 1;
 };
 
 // The flat ranges of `params` this rank counts toward a model-parallel norm: split
@@ -53,6 +57,9 @@ struct DataParallelOptions {
   // reduce-scatters the whole buffer in fp32 after the backward pass).
   GradSyncOptions sync;
   NormScope norm;
+  // dp_sync local_sgd / diloco: no gradient reduction; each replica steps on its own
+  // gradients and the replicas meet every sync_every steps (parallel/periodic_sync.h).
+  PeriodicSyncOptions periodic = {};
 };
 
 class DataParallel {
@@ -75,7 +82,7 @@ class DataParallel {
   // comm::CommError), or reduce-scatters for ZeRO-2. Starts this step's stats.
   void reduce_gradients();
   // Global L2 norm of the summed gradient (collective under ZeRO, and over the norm
-  // scope's group with model parallelism).
+  // scope's group with model parallelism). local_sgd/diloco: of this replica's gradient.
   double grad_norm();
   // Scales the gradient (or the owned shard) so its norm is at most max_norm, times
   // `unscale` in the same pass (fp16 loss scaling divides its scale back out with it; the
@@ -83,6 +90,18 @@ class DataParallel {
   double clip_grad_norm(double norm, double max_norm, double unscale = 1.0);
   // Optimizer update (under ZeRO followed by the parameter allgather).
   void step(double lr);
+  // After step() of optimizer step `step` (1-based; `last`: the run's final step):
+  // dp_sync local_sgd / diloco synchronise the replicas when due (collective over DP);
+  // nothing otherwise.
+  void after_update(int64_t step, bool last);
+  // What each token's loss gradient is multiplied by beyond 1 / tokens-per-global-step:
+  // dp for local_sgd/diloco, whose replicas step on their own share of the batch (its
+  // mean gradient is dp times its part of the global sum), else 1.
+  float local_grad_factor() const;
+  // PowerSGD's state (null without grad_compression: powersgd or with one DP rank).
+  PowerSgd* powersgd() { return sync_ ? sync_->powersgd() : nullptr; }
+  // Periodic synchronisation (null for dp_sync: allreduce).
+  PeriodicSync* periodic() { return periodic_.get(); }
 
   // Optimizer state held by this rank (falls by ~dp under ZeRO).
   size_t optimizer_state_bytes() const { return optimizer_->state_bytes(); }
@@ -98,6 +117,8 @@ class DataParallel {
   Zero3Params* zero3() const { return zero3_.get(); }
 
  private:
+  double replica_grad_norm();
+
   comm::Communicator& dp_;
   model::Gpt& gpt_;
   ops::Backend& backend_;
@@ -108,6 +129,7 @@ class DataParallel {
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
   std::unique_ptr<Zero3Params> zero3_;
   Zero3AdamW* zero3_adamw_ = nullptr;  // optimizer_ under ZeRO-3
+  std::unique_ptr<PeriodicSync> periodic_;
 };
 
 }  // namespace trainctl::parallel

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "parallel/comm_stats.h"
+
 namespace trainctl::parallel {
 
 std::string_view to_string(GradCommDType dtype) {
@@ -40,6 +42,13 @@ double bf16_sum_error_bound(int ranks) {
   // their absolute sum, which is at most (1 + 2^-8) times the original one; 1% slack
   // covers the second-order terms.
   return bf16_unit + (ranks - 1) * fp32_unit * (1.0 + bf16_unit) * 1.01;
+}
+
+size_t GradReducer::sent_bytes(size_t count) const {
+  if (dtype_ == GradCommDType::bf16) {
+    return ring_allgather_sent(2 * ((count + 1) / 2) * sizeof(uint16_t), comm_.size());
+  }
+  return ring_allreduce_sent(count * sizeof(float), comm_.size());
 }
 
 void GradReducer::allreduce_sum(float* data, size_t count) {

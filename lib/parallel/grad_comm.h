@@ -48,6 +48,9 @@ class GradReducer {
 
   // Bytes of gradient this rank puts on the wire per element, for statistics.
   size_t wire_bytes_per_element() const { return dtype_ == GradCommDType::bf16 ? 2 : 4; }
+  // Bytes this rank sends to sum `count` elements (comm_stats.h's ring model): an fp32
+  // allreduce, or the allgather of this rank's bf16 copy.
+  size_t sent_bytes(size_t count) const;
   GradCommDType dtype() const { return dtype_; }
 
  private:

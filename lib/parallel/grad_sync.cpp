@@ -31,6 +31,9 @@ GradSync::GradSync(comm::Communicator& dp, float* grads, std::vector<FloatRange>
       bucket_of_layer_[static_cast<size_t>(l)] = static_cast<int>(b);
     }
   }
+  if (communicate_ && options.powersgd) {
+    powersgd_ = std::make_unique<PowerSgd>(dp, std::move(options.matrices), *options.powersgd);
+  }
   if (communicate_) thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -98,6 +101,9 @@ void GradSync::finish() {
     s.collectives = completed_;
     error = error_;
     comm_s_ = 0.0;
+    s.wire_bytes = powersgd_wire_;
+    s.sent_bytes = powersgd_sent_;
+    powersgd_wire_ = powersgd_sent_ = 0;
     enqueued_ = completed_ = 0;
   }
   s.exposed_s = seconds_between(t0, Clock::now());
@@ -105,7 +111,7 @@ void GradSync::finish() {
     stats_ = s;
     std::rethrow_exception(error);
   }
-  size_t bytes = 0;
+  size_t bytes = 0, sent = 0;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (layers_pending_[b] != 0) {
       throw std::logic_error("GradSync: layer " + std::to_string(buckets_[b].last_layer) +
@@ -113,8 +119,12 @@ void GradSync::finish() {
                              "connected to on_layer_ready()?");
     }
     bytes += static_cast<size_t>(buckets_[b].size()) * reducer_.wire_bytes_per_element();
+    sent += reducer_.sent_bytes(static_cast<size_t>(buckets_[b].size()));
   }
-  if (communicate_) s.wire_bytes = bytes;
+  if (communicate_ && !powersgd_) {
+    s.wire_bytes = bytes;
+    s.sent_bytes = sent;
+  }
   stats_ = s;
 }
 
@@ -129,15 +139,22 @@ void GradSync::comm_loop() {
       // The group is unusable after a failure: later buckets are only counted off.
       lock.unlock();
       std::exception_ptr error;
+      StepCommStats compressed;
       const auto t0 = Clock::now();
       try {
-        reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
+        if (powersgd_) {
+          compressed = powersgd_->reduce_bucket(grads_, bucket);
+        } else {
+          reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
+        }
       } catch (...) {
         error = std::current_exception();
       }
       const double seconds = seconds_between(t0, Clock::now());
       lock.lock();
       comm_s_ += seconds;
+      powersgd_wire_ += compressed.wire_bytes;
+      powersgd_sent_ += compressed.sent_bytes;
       if (error) error_ = error;
     }
     ++completed_;
@@ -149,8 +166,9 @@ std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) { return gp
 
 std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,
                                            const GradSyncOptions& options) {
-  auto sync =
-      std::make_unique<GradSync>(dp, gpt.params().grads(), backward_layer_ranges(gpt), options);
+  GradSyncOptions o = options;
+  if (o.powersgd) o.matrices = gradient_matrices(gpt.params());
+  auto sync = std::make_unique<GradSync>(dp, gpt.params().grads(), backward_layer_ranges(gpt), o);
   GradSync* target = sync.get();
   // The model reports pieces by their index in grad_pieces(): the same list, same order.
   gpt.set_grad_ready_hook([target](int piece) { target->on_layer_ready(piece); });

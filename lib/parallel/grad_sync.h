@@ -21,6 +21,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "parallel/buckets.h"
 #include "parallel/comm_stats.h"
 #include "parallel/grad_comm.h"
+#include "parallel/powersgd.h"
 
 namespace trainctl::model {
 class Gpt;
@@ -38,6 +40,10 @@ namespace trainctl::parallel {
 struct GradSyncOptions {
   BucketOptions buckets;
   GradCommDType dtype = GradCommDType::fp32;
+  // parallel.grad_compression: powersgd: the 2-D gradients in `matrices` travel as
+  // PowerSGD's low-rank factors (parallel/powersgd.h), the rest of each bucket in fp32.
+  std::optional<PowerSgdOptions> powersgd = std::nullopt;
+  std::vector<GradMatrix> matrices = {};
 };
 
 class GradSync {
@@ -73,6 +79,9 @@ class GradSync {
   // Communication of the last finish()ed step.
   const StepCommStats& stats() const { return stats_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The PowerSGD compressor (null without compression or with one DP rank), for
+  // checkpoints; use it only between finish() and the next syncing micro-batch.
+  PowerSgd* powersgd() { return powersgd_.get(); }
 
  private:
   void comm_loop();
@@ -92,6 +101,7 @@ class GradSync {
 
   // Communication thread only.
   GradReducer reducer_;
+  std::unique_ptr<PowerSgd> powersgd_;
 
   // Shared, under mutex_.
   std::mutex mutex_;
@@ -101,6 +111,7 @@ class GradSync {
   int enqueued_ = 0;
   int completed_ = 0;
   double comm_s_ = 0.0;
+  size_t powersgd_wire_ = 0, powersgd_sent_ = 0;  // this step's, when compressing
   std::exception_ptr error_;
   bool stop_ = false;
 
@@ -111,7 +122,8 @@ class GradSync {
 // then the embeddings) in the order its backward pass finishes them (Gpt::grad_pieces).
 std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt);
 
-// A GradSync over `gpt`'s gradients with gpt's grad-ready hook connected to it. The hook
+// A GradSync over `gpt`'s gradients with gpt's grad-ready hook connected to it (with
+// PowerSGD, over the model's 2-D parameters). The hook
 // refers to the returned object: run no backward pass after destroying it (or clear the
 // hook with gpt.set_grad_ready_hook({}) first).
 std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,

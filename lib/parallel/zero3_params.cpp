@@ -180,6 +180,7 @@ void Zero3Params::init_weights(uint64_t seed) {
 void Zero3Params::begin_step() {
   queue_.wait_all();
   queue_.reset_times();
+  sent_bytes_ = 0;
   for (GradSlot& g : grad_slots_) add_reduced(g);
   backend_.zero(shard_grads_, static_cast<size_t>(shard_floats_));
 }
@@ -200,6 +201,7 @@ Zero3Params::Slot& Zero3Params::gathered(int unit, const Slot* keep) {
   float* out = s.data;
   const auto n = static_cast<size_t>(u.layout.shard_size);
   s.unit = unit;
+  sent_bytes_ += ring_allgather_sent(n * sizeof(float), dp_.size());
   s.ticket = queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
   queue_.wait(s.ticket);
   return s;
@@ -225,6 +227,8 @@ void Zero3Params::release_grads(int unit) {
     const float* in = g.grads;
     float* out = g.reduced;
     const auto n = static_cast<size_t>(units_[static_cast<size_t>(unit)].layout.shard_size);
+    sent_bytes_ +=
+        ring_reduce_scatter_sent(n * sizeof(float) * static_cast<size_t>(dp_.size()), dp_.size());
     g.ticket = queue_.submit([this, in, out, n] { dp_.reduce_scatter(in, out, n); });
     return;
   }
@@ -241,6 +245,7 @@ void Zero3Params::prefetch(int unit, const Slot& keep) {
   float* out = s.data;
   const auto n = static_cast<size_t>(u.layout.shard_size);
   s.unit = unit;
+  sent_bytes_ += ring_allgather_sent(n * sizeof(float), dp_.size());
   s.ticket = queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
 }
 
@@ -401,6 +406,7 @@ StepCommStats Zero3Params::stats() const {
   s.comm_s = t.busy_s;
   s.exposed_s = t.waited_s;
   s.collectives = t.tasks;
+  s.sent_bytes = sent_bytes_;
   return s;
 }
 

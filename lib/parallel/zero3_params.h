@@ -158,6 +158,9 @@ class Zero3Params {
   int next_grad_slot_ = 0;
   int victim_ = 0;  // the slot a synchronous gather takes next
   std::vector<void*> buffers_;
+  // Ring-schedule bytes this rank sent for gathers and reduce-scatters since begin_step
+  // (metrics' comm_bytes; parallel/comm_stats.h).
+  size_t sent_bytes_ = 0;
   CommQueue queue_;  // last: its thread stops before the buffers go
 };
 

@@ -47,7 +47,7 @@ ZeroAdamW::~ZeroAdamW() {
 }
 
 template <class Fn>
-void ZeroAdamW::timed(size_t wire_bytes, Fn&& fn) {
+void ZeroAdamW::timed(size_t wire_bytes, size_t sent_bytes, Fn&& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -55,6 +55,7 @@ void ZeroAdamW::timed(size_t wire_bytes, Fn&& fn) {
   stats_.exposed_s += s;
   stats_.collectives += 1;
   stats_.wire_bytes += wire_bytes;
+  stats_.sent_bytes += sent_bytes;
 }
 
 float* ZeroAdamW::shard_grads() {
@@ -77,7 +78,8 @@ void ZeroAdamW::reduce_gradients() {
     backend_.zero(padded_ + total, static_cast<size_t>(layout_.padded_total()) - total);
     in = padded_;
   }
-  timed(static_cast<size_t>(layout_.padded_total()) * sizeof(float),
+  const size_t bytes = static_cast<size_t>(layout_.padded_total()) * sizeof(float);
+  timed(bytes, ring_reduce_scatter_sent(bytes, dp_.size()),
         [&] { dp_.reduce_scatter(in, grad_shard_, shard); });
 }
 
@@ -86,7 +88,8 @@ double ZeroAdamW::grad_norm() {
   const double local = n > 0 ? backend_.sum_squares(shard_grads(), n) : 0.0;
   if (dp_.size() == 1) return std::sqrt(local);
   double sum = 0.0;
-  timed(sizeof local, [&] { sum = allsum_exact(dp_, local); });
+  timed(sizeof local, ring_allgather_sent(sizeof local, dp_.size()),
+        [&] { sum = allsum_exact(dp_, local); });
   return std::sqrt(sum);
 }
 
@@ -134,7 +137,8 @@ void ZeroAdamW::step(double lr) {
   backend_.copy(send_shard_, params_.data() + begin, owned);
   if (shard > owned) backend_.zero(send_shard_ + owned, shard - owned);
   float* out = layout_.padded() ? padded_ : params_.data();
-  timed(shard * sizeof(float), [&] { dp_.allgather(send_shard_, out, shard); });
+  timed(shard * sizeof(float), ring_allgather_sent(shard * sizeof(float), dp_.size()),
+        [&] { dp_.allgather(send_shard_, out, shard); });
   if (layout_.padded()) backend_.copy(params_.data(), padded_, static_cast<size_t>(layout_.total));
 }
 

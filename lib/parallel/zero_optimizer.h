@@ -67,7 +67,7 @@ class ZeroAdamW final : public optim::Optimizer {
 
  private:
   template <class Fn>
-  void timed(size_t wire_bytes, Fn&& fn);
+  void timed(size_t wire_bytes, size_t sent_bytes, Fn&& fn);
   // The DP-summed gradient of the owned shard (shard_end - shard_begin floats).
   float* shard_grads();
 

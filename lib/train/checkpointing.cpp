@@ -12,6 +12,7 @@
 #include "checkpoint/errors.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
+#include "train/dp_sync_state.h"
 #include "train/resume_choice.h"
 #include "util/error.h"
 
@@ -94,18 +95,26 @@ void Checkpointer::save(int64_t step, bool async) {
   snap->step = step;
   snap->optimizer_step = opt.step;
   if (e_.loss_scaler) snap->loss_scale = e_.loss_scaler->state();
+  const model::ParameterSet& params = e_.gpt.params();
+  auto add = [&](const std::string& name, const model::Param& p, const float* base) {
+    snap->names.push_back(name);
+    snap->shards.push_back(p.shard);
+    snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
+  };
   if (e_.groups.coord.dp == 0) {
-    const model::ParameterSet& params = e_.gpt.params();
-    auto add = [&](const std::string& name, const model::Param& p, const float* base) {
-      snap->names.push_back(name);
-      snap->shards.push_back(p.shard);
-      snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
-    };
     for (const model::Param& p : params.list()) {
       if (!writes_param(p)) continue;
       add(p.name, p, gathered.empty() ? params.data() : gathered.data());
       for (size_t k = 0; k < opt.names.size(); ++k) {
         add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
+      }
+    }
+  }
+  // dp_sync local_sgd / diloco: each replica's own state and DiLoCo's outer state.
+  for (const parallel::FlatState& extra : dp_sync_snapshot(e_, opt)) {
+    for (const model::Param& p : params.list()) {
+      if (writes_param(p)) {
+        add(checkpoint::optimizer_tensor_name(extra.name, p.name), p, extra.values.data());
       }
     }
   }
@@ -282,6 +291,7 @@ int64_t Checkpointer::load(const std::string& resume) {
     state.buffers.push_back(std::move(buffer));
   }
   opt.load_state(state);
+  restore_dp_sync_state(e_, reader, say_);
   // fp16: continue with the saved loss scale (a checkpoint from an fp32/bf16 run has none:
   // the scale starts from precision.loss_scale).
   const nlohmann::json& extra = reader.metadata().extra;

@@ -47,7 +47,8 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   int64_t loss_count = 0;
   StepOutcome out;
   const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
-  const float dloss = static_cast<float>(grad_scale * loss_scale);
+  const float dloss =
+      static_cast<float>(grad_scale * loss_scale) * data_parallel.local_grad_factor();
   if (!pipeline) {
     for (int m = 0; m < layout.grad_accum; ++m) {
       // Gradient buckets travel only with the step's last micro-batch.
@@ -124,6 +125,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   observe::TraceScope scope(trace, "optimizer", "optimizer");
   data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip, unscale);
   data_parallel.step(out.lr);
+  data_parallel.after_update(step + 1, step + 1 == spec.training.steps);
   return out;
 }
 

@@ -104,6 +104,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
     if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
     if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;
+    j["comm_bytes"] = m.comm_bytes;
     if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
     if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
     j["optimizer_state_mb"] = m.optimizer_state_mb;

@@ -31,6 +31,10 @@ struct StepMetrics {
   std::optional<double> comm_ms;
   std::optional<double> exposed_comm_ms;
   std::optional<double> dp_wait_max_ms;
+  // Bytes this rank sent for the step's gradient/parameter exchange over dp
+  // (parallel/comm_stats.h's ring model; 0 with one DP rank, and on the steps between
+  // local_sgd/diloco synchronisations).
+  int64_t comm_bytes = 0;
   // Pipeline parallelism: each pipeline stage's time waiting for its neighbours this step
   // (stage 0 first; measured on the stage's DP 0 / TP 0 rank), and that time as a share of
   // the step (the measured bubble, comparable to `trainctl plan`'s).

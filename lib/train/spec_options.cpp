@@ -103,7 +103,16 @@ parallel::DataParallelOptions data_parallel_options(const config::JobSpec& spec,
   if (groups.layout.tp * groups.layout.pp > 1) {
     o.norm.group = groups.world.get();
     o.norm.counted = parallel::norm_counted_ranges(gpt.params());
+    o.norm.dp_stride = groups.layout.tp;
   }
+  if (spec.parallel.grad_compression == "powersgd") {
+    o.sync.powersgd = parallel::PowerSgdOptions{
+        .rank = spec.parallel.powersgd_rank, .seed = spec.seed, .only_when_smaller = true};
+  }
+  o.periodic.mode = parallel::parse_dp_sync_mode(spec.parallel.dp_sync);
+  o.periodic.sync_every = spec.parallel.sync_every;
+  o.periodic.outer_lr = spec.parallel.outer_lr;
+  o.periodic.outer_momentum = spec.parallel.outer_momentum;
   return o;
 }
 

@@ -81,6 +81,7 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const 
   m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
   if (e.loss_scaler) m.loss_scale = out.loss_scale;
   m.skipped = out.skipped;
+  m.comm_bytes = static_cast<int64_t>(e.data_parallel.stats().sent_bytes);
   m.mem_peak_mb = static_cast<double>(e.backend->peak_allocated_bytes()) / kMiB;
   if (e.backend->device() == Device::cuda) m.device_mem_peak_mb = m.mem_peak_mb;
   if (!logged) return m;

@@ -215,6 +215,11 @@ checkpoint: {every_steps: 9, keep_last: 1, async: false}
 logging: {every_steps: 3, tensorboard: false, profile_steps: [5, 9]}
 runtime: {max_restarts: 4, comm_timeout_s: 12.25, comm_selftest: false}
 )",
+      "name: diloco\nparallel: {dp: 4, dp_sync: diloco, sync_every: 8, outer_lr: 0.5, "
+      "outer_momentum: 0.8}\n",
+      "name: local\nparallel: {dp: 2, dp_sync: local_sgd, sync_every: 3}\n",
+      "name: psgd\nparallel: {dp: 2, grad_compression: powersgd, powersgd_rank: 8}\n",
+      "name: bf16\nparallel: {dp: 2, grad_compression: bf16}\n",
   };
   for (const std::string& text : specs) {
     const JobSpec s = parse_job_spec(text, "job.yaml", dir.path());

@@ -126,7 +126,8 @@ TEST_CASE("DataParallel at dp 2 reproduces dp 1 on the same global batch", "[par
         const auto got = train(2,
                                {.zero_stage = zero,
                                 .sync = {.buckets = {.max_layers_per_bucket = 1}, .dtype = dtype},
-                                .norm = {}},
+                                .norm = {},
+                                .periodic = {}},
                                steps);
         const bool bf16 = dtype == parallel::GradCommDType::bf16;
         for (const RunResult& r : got) {

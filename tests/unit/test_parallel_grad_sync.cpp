@@ -135,6 +135,9 @@ TEST_CASE("GradSync reduces buckets in reverse layer order, only on the last mic
     CHECK(calls[2] == std::make_pair(int64_t{0}, int64_t{50}));
     CHECK(sync.stats().collectives == 3);
     CHECK(sync.stats().wire_bytes == grads.size() * sizeof(float));
+    // comm_bytes: a ring allreduce of each bucket sends 2 (n - 1) / n of its bytes.
+    const size_t n = static_cast<size_t>(comm.size());
+    CHECK(sync.stats().sent_bytes == (20 + 20 + 50) * sizeof(float) * 2 * (n - 1) / n);
     run_step(sync, 6, 1);  // and again next step
     CHECK(comm.calls().size() == 6);
   }

@@ -1,0 +1,243 @@
+#include "parallel/powersgd.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "util/random.h"
+
+namespace trainctl::parallel {
+
+namespace {
+
+// Orthonormalises the r columns (each n floats, contiguous) by modified Gram–Schmidt,
+// accumulating in double. A column that vanishes (a zero gradient) stays zero: its
+// contribution to P̂ Qᵀ is then zero too, instead of a division by zero.
+void orthonormalise(float* cols, int64_t n, int r) {
+  for (int j = 0; j < r; ++j) {
+    float* c = cols + j * n;
+    for (int k = 0; k < j; ++k) {
+      const float* b = cols + k * n;
+      double dot = 0;
+      for (int64_t i = 0; i < n; ++i) dot += static_cast<double>(c[i]) * b[i];
+      const auto d = static_cast<float>(dot);
+      for (int64_t i = 0; i < n; ++i) c[i] -= d * b[i];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < n; ++i) norm += static_cast<double>(c[i]) * c[i];
+    norm = std::sqrt(norm);
+    const float inv = norm > 1e-30 ? static_cast<float>(1.0 / norm) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) c[i] *= inv;
+  }
+}
+
+}  // namespace
+
+std::vector<GradMatrix> gradient_matrices(const model::ParameterSet& params) {
+  std::vector<GradMatrix> out;
+  for (const model::Param& p : params.list()) {
+    if (p.shape.size() == 2) {
+      out.push_back({p.offset, p.shape[0], p.shape[1], rng::hash_name(p.name)});
+    }
+  }
+  return out;
+}
+
+PowerSgd::PowerSgd(comm::Communicator& dp, std::vector<GradMatrix> matrices,
+                   const PowerSgdOptions& options)
+    : dp_(dp), matrices_(std::move(matrices)) {
+  if (options.rank < 1) throw std::invalid_argument("PowerSGD: rank must be >= 1");
+  int64_t q_total = 0, err_total = 0;
+  for (size_t k = 0; k < matrices_.size(); ++k) {
+    const GradMatrix& g = matrices_[k];
+    if (g.rows < 1 || g.cols < 1) throw std::invalid_argument("PowerSGD: empty matrix");
+    const int64_t r = std::min<int64_t>({options.rank, g.rows, g.cols});
+    const bool smaller = (g.rows + g.cols) * r < g.rows * g.cols;
+    ranks_.push_back(smaller || !options.only_when_smaller ? static_cast<int>(r) : 0);
+    q_offset_.push_back(q_total);
+    err_offset_.push_back(err_total);
+    if (ranks_.back() > 0) {
+      q_total += g.cols * ranks_.back();
+      err_total += g.rows * g.cols;
+    }
+  }
+  q_.resize(static_cast<size_t>(q_total));
+  error_.assign(static_cast<size_t>(err_total), 0.0f);
+  // The same first Q on every rank: a pure function of (seed, the parameter's name).
+  for (size_t k = 0; k < matrices_.size(); ++k) {
+    if (ranks_[k] == 0) continue;
+    const int64_t len = matrices_[k].cols * ranks_[k];
+    const uint64_t stream = rng::hash(options.seed, 0x90e35ULL, matrices_[k].key);
+    for (int64_t i = 0; i < len; ++i) {
+      q_[static_cast<size_t>(q_offset_[k] + i)] =
+          static_cast<float>(rng::normal(stream, static_cast<uint64_t>(i)));
+    }
+  }
+}
+
+StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
+  StepCommStats stats;
+  const int ranks = dp_.size();
+  // The bucket's compressed matrices; everything else in it travels as it is.
+  std::vector<size_t> in;
+  for (size_t k = 0; k < matrices_.size(); ++k) {
+    const GradMatrix& g = matrices_[k];
+    if (ranks_[k] > 0 && g.offset >= bucket.begin && g.offset + g.rows * g.cols <= bucket.end) {
+      in.push_back(k);
+    }
+  }
+  std::sort(in.begin(), in.end(),
+            [&](size_t a, size_t b) { return matrices_[a].offset < matrices_[b].offset; });
+  // Uncompressed ranges: the gaps between the compressed matrices.
+  std::vector<FloatRange> plain;
+  int64_t at = bucket.begin;
+  for (size_t k : in) {
+    if (matrices_[k].offset > at) plain.emplace_back(at, matrices_[k].offset);
+    at = matrices_[k].offset + matrices_[k].rows * matrices_[k].cols;
+  }
+  if (bucket.end > at) plain.emplace_back(at, bucket.end);
+
+  // 1. M = G + e (in place: the gradient buffer holds M until it receives the result);
+  //    P = M Q for every matrix, one after another in p_ (r columns of n each).
+  size_t p_total = 0, q_total = 0, plain_total = 0;
+  for (size_t k : in) {
+    p_total += static_cast<size_t>(matrices_[k].rows * ranks_[k]);
+    q_total += static_cast<size_t>(matrices_[k].cols * ranks_[k]);
+  }
+  for (const auto& [b, e] : plain) plain_total += static_cast<size_t>(e - b);
+  p_.assign(p_total, 0.0f);
+  q_send_.assign(q_total + plain_total, 0.0f);
+  q_local_.resize(q_total);
+  size_t po = 0;
+  for (size_t k : in) {
+    const GradMatrix& g = matrices_[k];
+    const int r = ranks_[k];
+    float* m = grads + g.offset;
+    const float* e = error_.data() + err_offset_[k];
+    for (int64_t i = 0; i < g.rows * g.cols; ++i) m[i] += e[i];
+    const float* q = q_.data() + q_offset_[k];
+    float* p = p_.data() + po;
+    for (int64_t i = 0; i < g.rows; ++i) {
+      const float* row = m + i * g.cols;
+      for (int j = 0; j < r; ++j) {
+        const float* qj = q + j * g.cols;
+        float dot = 0;
+        for (int64_t c = 0; c < g.cols; ++c) dot += row[c] * qj[c];
+        p[j * g.rows + i] = dot;
+      }
+    }
+    po += static_cast<size_t>(g.rows * r);
+  }
+  if (p_total > 0 && ranks > 1) {
+    dp_.allreduce(p_.data(), p_total, comm::ReduceOp::sum);
+    stats.collectives += 1;
+    stats.wire_bytes += p_total * sizeof(float);
+    stats.sent_bytes += ring_allreduce_sent(p_total * sizeof(float), ranks);
+  }
+  // 2. P̂; Q = Mᵀ P̂ (this rank's), e = M − P̂ Qᵀ; the uncompressed rest after the Qs.
+  po = 0;
+  size_t qo = 0;
+  for (size_t k : in) {
+    const GradMatrix& g = matrices_[k];
+    const int r = ranks_[k];
+    float* p = p_.data() + po;
+    orthonormalise(p, g.rows, r);
+    const float* m = grads + g.offset;
+    float* q = q_local_.data() + qo;
+    std::fill(q, q + g.cols * r, 0.0f);
+    for (int64_t i = 0; i < g.rows; ++i) {
+      const float* row = m + i * g.cols;
+      for (int j = 0; j < r; ++j) {
+        const float pij = p[j * g.rows + i];
+        float* qj = q + j * g.cols;
+        for (int64_t c = 0; c < g.cols; ++c) qj[c] += pij * row[c];
+      }
+    }
+    float* e = error_.data() + err_offset_[k];
+    for (int64_t i = 0; i < g.rows; ++i) {
+      const float* row = m + i * g.cols;
+      float* erow = e + i * g.cols;
+      for (int64_t c = 0; c < g.cols; ++c) {
+        float approx = 0;
+        for (int j = 0; j < r; ++j) approx += p[j * g.rows + i] * q[j * g.cols + c];
+        erow[c] = row[c] - approx;
+      }
+    }
+    std::copy(q, q + g.cols * r, q_send_.begin() + static_cast<std::ptrdiff_t>(qo));
+    po += static_cast<size_t>(g.rows * r);
+    qo += static_cast<size_t>(g.cols * r);
+  }
+  size_t so = q_total;
+  for (const auto& [b, e] : plain) {
+    std::copy(grads + b, grads + e, q_send_.begin() + static_cast<std::ptrdiff_t>(so));
+    so += static_cast<size_t>(e - b);
+  }
+  if (!q_send_.empty() && ranks > 1) {
+    dp_.allreduce(q_send_.data(), q_send_.size(), comm::ReduceOp::sum);
+    stats.collectives += 1;
+    stats.wire_bytes += q_send_.size() * sizeof(float);
+    stats.sent_bytes += ring_allreduce_sent(q_send_.size() * sizeof(float), ranks);
+  }
+  // 3. G = P̂ Qᵀ with the summed Q, kept as next step's warm start; the rest copied back.
+  po = 0;
+  qo = 0;
+  for (size_t k : in) {
+    const GradMatrix& g = matrices_[k];
+    const int r = ranks_[k];
+    const float* p = p_.data() + po;
+    const float* q = q_send_.data() + qo;
+    float* out = grads + g.offset;
+    for (int64_t i = 0; i < g.rows; ++i) {
+      float* row = out + i * g.cols;
+      std::fill(row, row + g.cols, 0.0f);
+      for (int j = 0; j < r; ++j) {
+        const float pij = p[j * g.rows + i];
+        const float* qj = q + j * g.cols;
+        for (int64_t c = 0; c < g.cols; ++c) row[c] += pij * qj[c];
+      }
+    }
+    std::copy(q, q + g.cols * r, q_.begin() + q_offset_[k]);
+    po += static_cast<size_t>(g.rows * r);
+    qo += static_cast<size_t>(g.cols * r);
+  }
+  so = q_total;
+  for (const auto& [b, e] : plain) {
+    std::copy(q_send_.begin() + static_cast<std::ptrdiff_t>(so),
+              q_send_.begin() + static_cast<std::ptrdiff_t>(so + static_cast<size_t>(e - b)),
+              grads + b);
+    so += static_cast<size_t>(e - b);
+  }
+  return stats;
+}
+
+std::vector<float> PowerSgd::error(int64_t total) const {
+  std::vector<float> out(static_cast<size_t>(total), 0.0f);
+  for (size_t k = 0; k < matrices_.size(); ++k) {
+    if (ranks_[k] == 0) continue;
+    const GradMatrix& g = matrices_[k];
+    std::copy(error_.begin() + err_offset_[k], error_.begin() + err_offset_[k] + g.rows * g.cols,
+              out.begin() + g.offset);
+  }
+  return out;
+}
+
+void PowerSgd::load(const std::vector<float>& error, const std::vector<float>& q) {
+  if (q.size() != q_.size()) {
+    throw std::invalid_argument("PowerSGD state: Q holds " + std::to_string(q.size()) +
+                                " floats, this layout and rank need " + std::to_string(q_.size()));
+  }
+  for (size_t k = 0; k < matrices_.size(); ++k) {
+    if (ranks_[k] == 0) continue;
+    const GradMatrix& g = matrices_[k];
+    if (static_cast<int64_t>(error.size()) < g.offset + g.rows * g.cols) {
+      throw std::invalid_argument("PowerSGD state: the error buffer is too small");
+    }
+    std::copy(error.begin() + g.offset, error.begin() + g.offset + g.rows * g.cols,
+              error_.begin() + err_offset_[k]);
+  }
+  q_ = q;
+}
+
+}  // namespace trainctl::parallel
