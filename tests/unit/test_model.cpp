@@ -11,8 +11,8 @@
 using namespace trainctl;
 
 namespace {
-model::GptConfig tiny() {
-  model::GptConfig c;
+model::ModelConfig tiny() {
+  model::ModelConfig c;
   c.vocab_size = 19;
   c.max_seq_len = 8;
   c.n_layer = 2;
@@ -122,7 +122,7 @@ TEST_CASE("GPT learns the synthetic Markov chain and results do not depend on th
   o.seq_len = 16;
   o.seed = 1;
   data::SyntheticDataset ds(o);
-  model::GptConfig c;
+  model::ModelConfig c;
   c.vocab_size = 32;
   c.max_seq_len = 16;
   c.n_layer = 1;
