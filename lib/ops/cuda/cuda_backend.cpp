@@ -26,15 +26,6 @@ int lm_head_rows_per_chunk(int N, int V) {
   return static_cast<int>(std::min<size_t>(rows, static_cast<size_t>(N)));
 }
 
-// Grouped-query attention is not in the CUDA kernels yet: its backward must sum the k/v
-// gradients of the query heads that share a head.
-void require_multi_head(const AttentionShape& s) {
-  s.check();
-  if (s.n_kv_head != s.n_head) {
-    throw std::invalid_argument("attention: the CUDA backend needs n_kv_head == n_head");
-  }
-}
-
 }  // namespace
 
 CudaBackend::CudaBackend(int device, const BackendOptions& options)
@@ -250,48 +241,65 @@ void CudaBackend::add_inplace(float* acc, const float* x, size_t n) {
 
 void CudaBackend::attention_forward(float* out, float* lse, const float* qkv,
                                     const AttentionShape& shape) {
-  require_multi_head(shape);
+  shape.check();
   bind();
-  launch_attention_forward(stream_, out, lse, qkv, shape.B, shape.T, shape.q_width(), shape.n_head);
+  launch_attention_forward(stream_, out, lse, qkv, shape);
   op_done();
 }
 
 void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv,
                                      const float* out, const float* lse,
                                      const AttentionShape& shape) {
-  require_multi_head(shape);
+  shape.check();
   bind();
   const size_t rows = static_cast<size_t>(shape.B) * static_cast<size_t>(shape.n_head) * shape.T;
-  launch_attention_backward(stream_, dqkv, dout, qkv, out, lse, shape.B, shape.T, shape.q_width(),
-                            shape.n_head, scratch(rows));
+  launch_attention_backward(stream_, dqkv, dout, qkv, out, lse, shape, scratch(rows));
   op_done();
 }
 
 // --- Llama-family ops ----------------------------------------------------------------------
 
-void CudaBackend::rmsnorm_forward(float*, float*, const float*, const float*, int, int, float) {
-  throw std::logic_error("CUDA backend: rmsnorm_forward is not built yet");
+void CudaBackend::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
+                                  int N, int C, float eps) {
+  bind();
+  launch_rmsnorm_forward(stream_, out, rstd, inp, weight, N, C, eps);
+  op_done();
 }
 
-void CudaBackend::rmsnorm_backward(float*, float*, const float*, const float*, const float*,
-                                   const float*, int, int) {
-  throw std::logic_error("CUDA backend: rmsnorm_backward is not built yet");
+void CudaBackend::rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                   const float* weight, const float* rstd, int N, int C) {
+  bind();
+  if (N <= 0 || C <= 0) return;
+  launch_rmsnorm_backward(stream_, dinp, dweight, dout, inp, weight, rstd, N, C,
+                          scratch(rmsnorm_backward_partials(N, C)));
+  op_done();
 }
 
-void CudaBackend::rope_forward(float*, int, int, int, int, int, float, int) {
-  throw std::logic_error("CUDA backend: rope_forward is not built yet");
+void CudaBackend::rope_forward(float* x, int B, int T, int row_stride, int heads, int head_dim,
+                               float theta, int pos0) {
+  bind();
+  launch_rope_forward(stream_, x, B, T, row_stride, heads, head_dim, theta, pos0);
+  op_done();
 }
 
-void CudaBackend::rope_backward(float*, int, int, int, int, int, float, int) {
-  throw std::logic_error("CUDA backend: rope_backward is not built yet");
+void CudaBackend::rope_backward(float* dx, int B, int T, int row_stride, int heads, int head_dim,
+                                float theta, int pos0) {
+  bind();
+  launch_rope_backward(stream_, dx, B, T, row_stride, heads, head_dim, theta, pos0);
+  op_done();
 }
 
-void CudaBackend::swiglu_forward(float*, const float*, int, int) {
-  throw std::logic_error("CUDA backend: swiglu_forward is not built yet");
+void CudaBackend::swiglu_forward(float* out, const float* gate_up, int N, int H) {
+  bind();
+  launch_swiglu_forward(stream_, out, gate_up, N, H);
+  op_done();
 }
 
-void CudaBackend::swiglu_backward(float*, const float*, const float*, int, int) {
-  throw std::logic_error("CUDA backend: swiglu_backward is not built yet");
+void CudaBackend::swiglu_backward(float* dgate_up, const float* dout, const float* gate_up, int N,
+                                  int H) {
+  bind();
+  launch_swiglu_backward(stream_, dgate_up, dout, gate_up, N, H);
+  op_done();
 }
 
 void CudaBackend::embedding_forward(float* out, const int32_t* tokens, const float* wte,

@@ -52,13 +52,32 @@ void launch_layernorm_backward(cudaStream_t s, float* dinp, float* dweight, floa
                                const float* mean, const float* rstd, int N, int C, float* partials);
 
 // --- attention (kernels_attention.cu) ---------------------------------------------------------
+// Grouped-query attention over AttentionShape's fused qkv layout (n_kv_head == n_head is
+// multi-head attention). Head sizes up to kMaxHeadDim.
 inline constexpr int kMaxHeadDim = 256;
-void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int B,
-                              int T, int C, int NH);
-// scratch: B * NH * T floats.
+void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv,
+                              const AttentionShape& shape);
+// scratch: B * n_head * T floats.
 void launch_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* qkv,
-                               const float* out, const float* lse, int B, int T, int C, int NH,
+                               const float* out, const float* lse, const AttentionShape& shape,
                                float* scratch);
+
+// --- Llama-family ops (kernels_llama.cu) ------------------------------------------------------
+void launch_rmsnorm_forward(cudaStream_t s, float* out, float* rstd, const float* inp,
+                            const float* weight, int N, int C, float eps);
+// partials: at least rmsnorm_backward_partials(N, C) floats.
+size_t rmsnorm_backward_partials(int N, int C);
+void launch_rmsnorm_backward(cudaStream_t s, float* dinp, float* dweight, const float* dout,
+                             const float* inp, const float* weight, const float* rstd, int N, int C,
+                             float* partials);
+// head_dim even and at most kMaxHeadDim; heads * head_dim <= row_stride.
+void launch_rope_forward(cudaStream_t s, float* x, int B, int T, int row_stride, int heads,
+                         int head_dim, float theta, int pos0);
+void launch_rope_backward(cudaStream_t s, float* dx, int B, int T, int row_stride, int heads,
+                          int head_dim, float theta, int pos0);
+void launch_swiglu_forward(cudaStream_t s, float* out, const float* gate_up, int N, int H);
+void launch_swiglu_backward(cudaStream_t s, float* dgate_up, const float* dout,
+                            const float* gate_up, int N, int H);
 
 // --- embedding (kernels_embedding.cu); tokens are device memory -------------------------------
 void launch_embedding_forward(cudaStream_t s, float* out, const int32_t* tokens, const float* wte,

@@ -3,8 +3,14 @@
 // online softmax. The lanes split the head dimension; each q.k product is a warp sum.
 // No T x T matrix is stored and no atomics are used: results are deterministic.
 //
-// Layout (nanoGPT's c_attn output): qkv [B, T, 3C], head h of q at [b, t, h*hs : (h+1)*hs],
-// k at +C, v at +2C. Row index of (b, h, t) in lse and the scratch: (b * NH + h) * T + t.
+// Layout (AttentionShape): qkv [B, T, W] with W = (NH + 2 KVH) hs; query head h of row
+// (b, t) at [b, t, h*hs : (h+1)*hs], k/v head g at offset NH*hs + g*hs and
+// (NH + KVH)*hs + g*hs. Query head h reads k/v head h / group (group = NH / KVH).
+// Row index of (b, h, t) in lse and the scratch: (b * NH + h) * T + t.
+//
+// Grouped-query backward: one warp per (b, k/v head, key j) loops over the group's query
+// heads in order, so the k/v gradient is a fixed-order sum. With group 1 the loops (and
+// so the rounding) are exactly those of the multi-head kernels this replaced.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -55,27 +61,43 @@ __device__ inline float warp_dot(const float (&a)[kPerLane], const float* b, int
   return warp_sum(s);
 }
 
-__global__ void attention_forward_kernel(float* out, float* lse, const float* qkv, int B, int T,
-                                         int C, int NH, float scale) {
+// The shape's sizes and offsets (in floats) as the kernels use them.
+struct Geometry {
+  int B, T, NH, KVH, hs, group;
+  int W;      // qkv row width
+  int OW;     // out / dout row width (NH * hs)
+  int k_off;  // first k head in a qkv row
+  int v_off;  // first v head in a qkv row
+};
+
+Geometry geometry(const AttentionShape& s) {
+  return {s.B,       s.T,           s.n_head,    s.n_kv_head, s.head_dim,
+          s.group(), s.qkv_width(), s.q_width(), s.q_width(), s.q_width() + s.kv_width()};
+}
+
+__global__ void attention_forward_kernel(float* out, float* lse, const float* qkv, Geometry g,
+                                         float scale) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= static_cast<int64_t>(B) * NH * T) return;
+  if (row >= static_cast<int64_t>(g.B) * g.NH * g.T) return;
   const int lane = threadIdx.x % 32;
-  const RowIndex ri = split_row(row, T, NH);
-  const int hs = C / NH, C3 = 3 * C;
-  const float* base = qkv + ri.b * T * C3 + static_cast<int64_t>(ri.h) * hs;
+  const RowIndex ri = split_row(row, g.T, g.NH);
+  const int hs = g.hs;
+  const int64_t kv_head = static_cast<int64_t>(ri.h / g.group) * hs;
+  const float* seq = qkv + ri.b * g.T * g.W;
   float q[kPerLane], acc[kPerLane];
-  load_head(q, base + static_cast<int64_t>(ri.t) * C3, hs, lane, scale);
+  load_head(q, seq + static_cast<int64_t>(ri.t) * g.W + static_cast<int64_t>(ri.h) * hs, hs, lane,
+            scale);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) acc[k] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   for (int j = 0; j <= ri.t; ++j) {
-    const float* kj = base + static_cast<int64_t>(j) * C3 + C;
+    const float* kj = seq + static_cast<int64_t>(j) * g.W + g.k_off + kv_head;
     const float s = warp_dot(q, kj, hs, lane);
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new);  // 0 on the first key (m = -inf)
     const float p = expf(s - m_new);
     l = l * correction + p;
-    const float* vj = kj + C;
+    const float* vj = seq + static_cast<int64_t>(j) * g.W + g.v_off + kv_head;
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int d = lane + 32 * k;
@@ -83,7 +105,7 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* qk
     }
     m = m_new;
   }
-  float* o = out + (ri.b * T + ri.t) * C + static_cast<int64_t>(ri.h) * hs;
+  float* o = out + (ri.b * g.T + ri.t) * g.OW + static_cast<int64_t>(ri.h) * hs;
   const float inv = 1.0f / l;
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
@@ -94,16 +116,15 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* qk
 }
 
 // delta[row] = dout . out for the row's head slice.
-__global__ void attention_delta_kernel(float* delta, const float* dout, const float* out, int B,
-                                       int T, int C, int NH) {
+__global__ void attention_delta_kernel(float* delta, const float* dout, const float* out,
+                                       Geometry g) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= static_cast<int64_t>(B) * NH * T) return;
+  if (row >= static_cast<int64_t>(g.B) * g.NH * g.T) return;
   const int lane = threadIdx.x % 32;
-  const RowIndex ri = split_row(row, T, NH);
-  const int hs = C / NH;
-  const int64_t off = (ri.b * T + ri.t) * C + static_cast<int64_t>(ri.h) * hs;
+  const RowIndex ri = split_row(row, g.T, g.NH);
+  const int64_t off = (ri.b * g.T + ri.t) * g.OW + static_cast<int64_t>(ri.h) * g.hs;
   float s = 0.0f;
-  for (int d = lane; d < hs; d += 32) s += dout[off + d] * out[off + d];
+  for (int d = lane; d < g.hs; d += 32) s += dout[off + d] * out[off + d];
   s = warp_sum(s);
   if (lane == 0) delta[row] = s;
 }
@@ -111,32 +132,33 @@ __global__ void attention_delta_kernel(float* delta, const float* dout, const fl
 // dQ for query t: sum over keys j <= t of scale * dS[t, j] * k_j, with
 // P = exp(scale q.k - lse), dS = P * (dO . v_j - delta).
 __global__ void attention_dq_kernel(float* dqkv, const float* dout, const float* qkv,
-                                    const float* lse, const float* delta, int B, int T, int C,
-                                    int NH, float scale) {
+                                    const float* lse, const float* delta, Geometry g, float scale) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= static_cast<int64_t>(B) * NH * T) return;
+  if (row >= static_cast<int64_t>(g.B) * g.NH * g.T) return;
   const int lane = threadIdx.x % 32;
-  const RowIndex ri = split_row(row, T, NH);
-  const int hs = C / NH, C3 = 3 * C;
+  const RowIndex ri = split_row(row, g.T, g.NH);
+  const int hs = g.hs;
   const int64_t head = static_cast<int64_t>(ri.h) * hs;
-  const float* base = qkv + ri.b * T * C3 + head;
-  float q[kPerLane], g[kPerLane], dq[kPerLane];
-  load_head(q, base + static_cast<int64_t>(ri.t) * C3, hs, lane, scale);
-  load_head(g, dout + (ri.b * T + ri.t) * C + head, hs, lane);
+  const int64_t kv_head = static_cast<int64_t>(ri.h / g.group) * hs;
+  const float* seq = qkv + ri.b * g.T * g.W;
+  float q[kPerLane], gr[kPerLane], dq[kPerLane];
+  load_head(q, seq + static_cast<int64_t>(ri.t) * g.W + head, hs, lane, scale);
+  load_head(gr, dout + (ri.b * g.T + ri.t) * g.OW + head, hs, lane);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) dq[k] = 0.0f;
   const float row_lse = lse[row], row_delta = delta[row];
   for (int j = 0; j <= ri.t; ++j) {
-    const float* kj = base + static_cast<int64_t>(j) * C3 + C;
+    const float* kj = seq + static_cast<int64_t>(j) * g.W + g.k_off + kv_head;
+    const float* vj = seq + static_cast<int64_t>(j) * g.W + g.v_off + kv_head;
     const float p = expf(warp_dot(q, kj, hs, lane) - row_lse);
-    const float ds = p * (warp_dot(g, kj + C, hs, lane) - row_delta);
+    const float ds = p * (warp_dot(gr, vj, hs, lane) - row_delta);
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int d = lane + 32 * k;
       if (d < hs) dq[k] += ds * kj[d];
     }
   }
-  float* dst = dqkv + (ri.b * T + ri.t) * C3 + head;
+  float* dst = dqkv + (ri.b * g.T + ri.t) * g.W + head;
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int d = lane + 32 * k;
@@ -144,56 +166,58 @@ __global__ void attention_dq_kernel(float* dqkv, const float* dout, const float*
   }
 }
 
-// dK and dV for key j: sums over queries t >= j of scale * dS[t, j] * q_t and P[t, j] * dO_t.
+// dK and dV for key j of k/v head kh: sums over the group's query heads h (in order) and
+// queries t >= j of scale * dS_h[t, j] * q_{h,t} and P_h[t, j] * dO_{h,t}.
 __global__ void attention_dkdv_kernel(float* dqkv, const float* dout, const float* qkv,
-                                      const float* lse, const float* delta, int B, int T, int C,
-                                      int NH, float scale) {
+                                      const float* lse, const float* delta, Geometry g,
+                                      float scale) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= static_cast<int64_t>(B) * NH * T) return;
+  if (row >= static_cast<int64_t>(g.B) * g.KVH * g.T) return;
   const int lane = threadIdx.x % 32;
-  const RowIndex ri = split_row(row, T, NH);  // ri.t is the key index j here
-  const int hs = C / NH, C3 = 3 * C;
-  const int64_t head = static_cast<int64_t>(ri.h) * hs;
-  const float* base = qkv + ri.b * T * C3 + head;
-  const int64_t lse_base = row - ri.t;  // row of (b, h, t = 0)
+  const RowIndex ri = split_row(row, g.T, g.KVH);  // ri.h: the k/v head; ri.t: the key j
+  const int hs = g.hs;
+  const int64_t kv_head = static_cast<int64_t>(ri.h) * hs;
+  const float* seq = qkv + ri.b * g.T * g.W;
+  const float* key_row = seq + static_cast<int64_t>(ri.t) * g.W;
   float kr[kPerLane], vr[kPerLane], dk[kPerLane], dv[kPerLane];
-  load_head(kr, base + static_cast<int64_t>(ri.t) * C3 + C, hs, lane, scale);
-  load_head(vr, base + static_cast<int64_t>(ri.t) * C3 + 2 * C, hs, lane);
+  load_head(kr, key_row + g.k_off + kv_head, hs, lane, scale);
+  load_head(vr, key_row + g.v_off + kv_head, hs, lane);
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) dk[k] = dv[k] = 0.0f;
-  for (int t = ri.t; t < T; ++t) {
-    const float* qt = base + static_cast<int64_t>(t) * C3;
-    const float* gt = dout + (ri.b * T + t) * C + head;
-    const float p = expf(warp_dot(kr, qt, hs, lane) - lse[lse_base + t]);
-    const float ds = p * (warp_dot(vr, gt, hs, lane) - delta[lse_base + t]);
+  for (int member = 0; member < g.group; ++member) {
+    const int h = ri.h * g.group + member;
+    const int64_t head = static_cast<int64_t>(h) * hs;
+    const int64_t lse_base = (ri.b * g.NH + h) * g.T;  // row of (b, h, t = 0)
+    for (int t = ri.t; t < g.T; ++t) {
+      const float* qt = seq + static_cast<int64_t>(t) * g.W + head;
+      const float* gt = dout + (ri.b * g.T + t) * g.OW + head;
+      const float p = expf(warp_dot(kr, qt, hs, lane) - lse[lse_base + t]);
+      const float ds = p * (warp_dot(vr, gt, hs, lane) - delta[lse_base + t]);
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int d = lane + 32 * k;
-      if (d < hs) {
-        dk[k] += ds * qt[d];
-        dv[k] += p * gt[d];
+      for (int k = 0; k < kPerLane; ++k) {
+        const int d = lane + 32 * k;
+        if (d < hs) {
+          dk[k] += ds * qt[d];
+          dv[k] += p * gt[d];
+        }
       }
     }
   }
-  float* dst = dqkv + (ri.b * T + ri.t) * C3 + head;
+  float* dst = dqkv + (ri.b * g.T + ri.t) * g.W + kv_head;
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int d = lane + 32 * k;
     if (d < hs) {
-      dst[C + d] = scale * dk[k];
-      dst[2 * C + d] = dv[k];
+      dst[g.k_off + d] = scale * dk[k];
+      dst[g.v_off + d] = dv[k];
     }
   }
 }
 
-void check_shape(int T, int C, int NH) {
-  if (NH <= 0 || C % NH != 0) {
-    throw std::invalid_argument("attention: C=" + std::to_string(C) +
-                                " is not divisible by NH=" + std::to_string(NH));
-  }
-  if (T <= 0) throw std::invalid_argument("attention: T must be positive");
-  if (C / NH > kMaxHeadDim) {
-    throw std::invalid_argument("attention (CUDA): head size " + std::to_string(C / NH) +
+void check_shape(const AttentionShape& shape) {
+  shape.check();
+  if (shape.head_dim > kMaxHeadDim) {
+    throw std::invalid_argument("attention (CUDA): head size " + std::to_string(shape.head_dim) +
                                 " exceeds the kernels' maximum of " + std::to_string(kMaxHeadDim));
   }
 }
@@ -204,33 +228,34 @@ unsigned int blocks_for_rows(int64_t rows) {
 
 }  // namespace
 
-void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv, int B,
-                              int T, int C, int NH) {
-  check_shape(T, C, NH);
-  const int64_t rows = static_cast<int64_t>(B) * NH * T;
+void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv,
+                              const AttentionShape& shape) {
+  check_shape(shape);
+  const int64_t rows = static_cast<int64_t>(shape.B) * shape.n_head * shape.T;
   if (rows == 0) return;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
-  attention_forward_kernel<<<blocks_for_rows(rows), kWarpsPerBlock * 32, 0, s>>>(out, lse, qkv, B,
-                                                                                 T, C, NH, scale);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  attention_forward_kernel<<<blocks_for_rows(rows), kWarpsPerBlock * 32, 0, s>>>(
+      out, lse, qkv, geometry(shape), scale);
   TRAINCTL_CUDA_CHECK_LAUNCH(attention_forward_kernel);
 }
 
 void launch_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* qkv,
-                               const float* out, const float* lse, int B, int T, int C, int NH,
+                               const float* out, const float* lse, const AttentionShape& shape,
                                float* scratch) {
-  check_shape(T, C, NH);
-  const int64_t rows = static_cast<int64_t>(B) * NH * T;
+  check_shape(shape);
+  const int64_t rows = static_cast<int64_t>(shape.B) * shape.n_head * shape.T;
   if (rows == 0) return;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(C / NH));
+  const int64_t kv_rows = static_cast<int64_t>(shape.B) * shape.n_kv_head * shape.T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  const Geometry g = geometry(shape);
   const unsigned int blocks = blocks_for_rows(rows);
   constexpr int kThreads = kWarpsPerBlock * 32;
-  attention_delta_kernel<<<blocks, kThreads, 0, s>>>(scratch, dout, out, B, T, C, NH);
+  attention_delta_kernel<<<blocks, kThreads, 0, s>>>(scratch, dout, out, g);
   TRAINCTL_CUDA_CHECK_LAUNCH(attention_delta_kernel);
-  attention_dq_kernel<<<blocks, kThreads, 0, s>>>(dqkv, dout, qkv, lse, scratch, B, T, C, NH,
-                                                  scale);
+  attention_dq_kernel<<<blocks, kThreads, 0, s>>>(dqkv, dout, qkv, lse, scratch, g, scale);
   TRAINCTL_CUDA_CHECK_LAUNCH(attention_dq_kernel);
-  attention_dkdv_kernel<<<blocks, kThreads, 0, s>>>(dqkv, dout, qkv, lse, scratch, B, T, C, NH,
-                                                    scale);
+  attention_dkdv_kernel<<<blocks_for_rows(kv_rows), kThreads, 0, s>>>(dqkv, dout, qkv, lse, scratch,
+                                                                      g, scale);
   TRAINCTL_CUDA_CHECK_LAUNCH(attention_dkdv_kernel);
 }
 
