@@ -134,7 +134,9 @@ class Gpt {
   // through the buffer in the order the backward pass makes them final: the LM head's copy
   // of the tied embedding (if any), then for each block from the last to the first four
   // pieces: its MLP matrices (c_fc, mlp.c_proj; the last block's also holds ln_f), ln_2,
-  // its attention matrices (c_attn, attn.c_proj), ln_1; then the embeddings (wpe and wte as
+  // its attention matrices (c_attn, attn.c_proj), ln_1 (llama: gate/up/down_proj, with
+  // model.norm and an untied lm_head in the last block's; post_attention_layernorm;
+  // q/k/v/o_proj; input_layernorm); then the embeddings (wpe and wte as
   // two pieces when wte's gradient is exchanged with the last stage, else one). A block's
   // matrices are final before the input gradient of its c_fc / c_attn is computed, so data
   // parallelism reduces them behind that product: the step's exposed tail is only ln_1 of
@@ -207,8 +209,8 @@ class Gpt {
   ops::Backend& backend_;
   int B_, T_;
   Recompute recompute_;
-  // Local widths under tensor parallelism: d_model / tp (attention), 4 d_model / tp (MLP),
-  // heads / tp, vocab / tp.
+  // Local widths under tensor parallelism: d_model / tp (attention), the MLP's hidden
+  // width / tp (4 d_model or ffn_hidden), heads / tp, vocab / tp.
   int C_attn_, C_mlp_, NH_local_, V_local_;
   int NKV_local_, qkv_width_, fc_width_;  // k/v heads, q|k|v and fc row widths on this rank
   ops::VocabRange vocab_;
