@@ -118,7 +118,7 @@ void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   m.layout.tp = static_cast<int>(json_int(l, "tp", 1, kMaxWorkers, at));
   m.layout.pp = static_cast<int>(json_int(l, "pp", 1, kMaxWorkers, at));
   m.layout.virtual_stages = static_cast<int>(json_int(l, "virtual_stages", 1, 64, at));
-  m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 2, at));
+  m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 3, at));
   if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp > kMaxWorkers) {
     bad_field(at, at.field("dp"), "x tp x pp is more than 1048576 workers");
   }

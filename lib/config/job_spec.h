@@ -57,7 +57,7 @@ struct ParallelSpec : Layout {
   // Model chunks per pipeline rank for the interleaved schedule (Megatron's virtual
   // pipeline stages); 1 for gpipe and 1f1b.
   int virtual_stages = 1;
-  int zero = 0;                    // 0 | 1 | 2
+  int zero = 0;                    // 0 | 1 | 2 | 3
   std::string grad_comm = "fp32";  // fp32 | bf16: dtype of DP gradient traffic
   double bucket_mb = 1.0;          // DP gradient bucket cap (MiB); buckets hold half-layers
 

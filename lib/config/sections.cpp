@@ -105,12 +105,6 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
   r.read("virtual_stages", parallel.virtual_stages, {1, 64});
   r.read_choice("zero", parallel.zero, {0, 1, 2, 3});
-  if (parallel.zero == 3) {
-    r.fail_at("zero",
-              "ZeRO-3 (parameters sharded over dp) is not implemented yet; use zero: 2 "
-              "(gradients and optimizer state sharded) and training.activation_checkpointing: "
-              "selective or full to save memory (`trainctl plan` shows the estimate)");
-  }
   r.read_choice("grad_comm", parallel.grad_comm, {"fp32", "bf16"},
                 {{"bfloat16", "bf16"}, {"float32", "fp32"}});
   r.read("bucket_mb", parallel.bucket_mb, {0, true, 1024, false});

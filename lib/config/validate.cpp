@@ -106,6 +106,17 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                               std::to_string(m.mlp_hidden()) + "); got " + std::to_string(p.tp) +
                               "." + use);
   }
+  if (p.zero == 3 && p.dp > 1 && p.grad_comm != "fp32") {
+    c.fail("parallel.grad_comm",
+           "ZeRO-3 reduce-scatters each block's gradients in fp32; bf16 gradient communication "
+           "applies to zero: 0 and 1. Use grad_comm: fp32 with zero: 3.");
+  }
+  if (p.zero == 3 && p.dp > 1 && s.device == Device::cuda) {
+    c.fail("parallel.zero",
+           "ZeRO-3 runs on device: cpu only for now (it initialises, checkpoints and exports "
+           "its parameter shards through host memory). On GPUs use zero: 2 with "
+           "training.activation_checkpointing: selective or full.");
+  }
   if (p.pp > m.n_layer) {
     c.fail("parallel.pp", "must be <= model.n_layer (" + std::to_string(m.n_layer) +
                               ") so that every pipeline stage holds at least one layer; got " +

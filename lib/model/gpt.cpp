@@ -66,7 +66,7 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
   fc_width_ = config.llama() ? 2 * C_mlp_ : C_mlp_;
   V_local_ = config.vocab_size / tp;
   vocab_ = {shard_.tp_rank * V_local_, V_local_};
-  declare_params();
+  declare_params(options.unbound_params);
   allocate_activations(options.slots);
 }
 
@@ -80,7 +80,7 @@ float* Gpt::act(size_t n) {
   return static_cast<float*>(p);
 }
 
-void Gpt::declare_params() {
+void Gpt::declare_params(bool unbound) {
   for (const ParamSpec& spec : gpt_param_specs(config_, shard_)) {
     const int index = static_cast<int>(params_.declare(spec));
     const std::string& n = spec.name;
@@ -135,7 +135,27 @@ void Gpt::declare_params() {
                          at("mlp.c_fc.bias"), at("mlp.c_proj.weight"), at("mlp.c_proj.bias")});
     }
   }
-  params_.allocate();
+  if (unbound) {
+    params_.allocate_unbound();
+  } else {
+    params_.allocate();
+  }
+}
+
+int Gpt::num_blocks() const { return static_cast<int>(blocks_.size()); }
+
+int Gpt::chunk_of_block(int block) const {
+  int chunk = 0;
+  while (chunk + 1 < num_chunks() && chunk_first_block_[static_cast<size_t>(chunk) + 1] <= block) {
+    ++chunk;
+  }
+  return chunk;
+}
+
+std::pair<int64_t, int64_t> Gpt::block_param_range(int block) const {
+  const BlockParams& b = blocks_.at(static_cast<size_t>(block));
+  const Param& last = params_.at(static_cast<size_t>(b.fc_proj_b));
+  return {params_.at(static_cast<size_t>(b.ln1_w)).offset, last.offset + last.numel};
 }
 
 void Gpt::allocate_activations(int slots) {
@@ -164,22 +184,23 @@ void Gpt::allocate_activations(int slots) {
   // output in d4C_b_ (overwritten only by gelu_backward, after its last read), ln_2's
   // output in dC2_ (overwritten only by ln_2's layernorm_backward, after the c_fc weight
   // gradient read it), and for selective ln_1's output in scratchC_ (forward overwrites it
-  // with the attention projection only after c_attn read it; backward never uses
-  // scratchC_; full recomputation runs that projection again, so not for full).
+  // with the attention projection only after c_attn read it; selective recomputation
+  // writes the projection there before ln_1; backward never uses scratchC_; full
+  // recomputation runs that projection after ln_1, so not for full).
   BlockActs shared{};
   if (recompute_ != Recompute::none) {
     shared.ln1 = full ? act(N * C) : scratchC_;
     shared.ln1_mean = act(N);
     shared.ln1_rstd = act(N);
-    shared.att = act(N * Ca);
-    shared.lse = act(lse_n);
+    shared.res1 = act(N * C);
     shared.ln2 = dC2_;
     shared.ln2_mean = act(N);
     shared.ln2_rstd = act(N);
     shared.gelu = d4C_b_;
     if (full) {
       shared.qkv = act(N * Cqkv);
-      shared.res1 = act(N * C);
+      shared.att = act(N * Ca);
+      shared.lse = act(lse_n);
       shared.fc = act(N * Cfc);
     }
   }
@@ -194,8 +215,7 @@ void Gpt::allocate_activations(int slots) {
           b.ln1 = act(N * C);
           b.ln1_mean = act(N);
           b.ln1_rstd = act(N);
-          b.att = act(N * Ca);
-          b.lse = act(lse_n);
+          b.res1 = act(N * C);
           b.ln2 = act(N * C);
           b.ln2_mean = act(N);
           b.ln2_rstd = act(N);
@@ -203,7 +223,8 @@ void Gpt::allocate_activations(int slots) {
         }
         if (!full) {
           b.qkv = act(N * Cqkv);
-          b.res1 = act(N * C);
+          b.att = act(N * Ca);
+          b.lse = act(lse_n);
           b.fc = act(N * Cfc);
         }
         b.res2 = act(N * C);
@@ -234,9 +255,9 @@ GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& o
   const int64_t Cqkv = config.qkv_rows() / tp, Cfc = config.llama() ? 2 * Cm : Cm;
   const int64_t lse = int64_t{batch} * (config.n_head / tp) * seq_len;
   // The buffers of one block, split by what each mode keeps.
-  const int64_t dropped_by_selective = 2 * (N * C + 2 * N) + N * Ca + lse + N * Cm;
-  const int64_t dropped_by_full = N * Cqkv + N * C + N * Cfc;  // qkv, res1, fc
-  const int64_t output = N * C;                                // res2
+  const int64_t dropped_by_selective = 2 * (N * C + 2 * N) + N * C + N * Cm;  // ln_*, res1, GELU
+  const int64_t dropped_by_full = N * Cqkv + N * Ca + lse + N * Cfc;  // qkv, attention + lse, fc
+  const int64_t output = N * C;                                       // res2
   int64_t per_block = output + dropped_by_full + dropped_by_selective;
   GptMemoryFloats m;
   m.params = flat_size(gpt_param_specs(config, shard));
@@ -457,17 +478,21 @@ void Gpt::recompute_block(const BlockParams& p, BlockActs& a, const float* x) {
     case Recompute::none:
       return;
     case Recompute::selective:
-      // The same calls on the same inputs as block_forward: the same bits.
+      // The same calls on the same inputs as block_forward: the same bits. The attention
+      // projection goes to scratchC_ before ln_1 reuses it (allocate_activations).
+      be.linear_forward(scratchC_, a.att, w.data(p.attn_proj_w),
+                        shard_.tp_rank == 0 && p.attn_proj_b >= 0 ? w.data(p.attn_proj_b) : nullptr,
+                        N, C_attn_, C);
+      tp_allreduce(scratchC_, static_cast<size_t>(N) * C);
+      be.add(a.res1, x, scratchC_, static_cast<size_t>(N) * C);
       if (config_.llama()) {
         be.rmsnorm_forward(a.ln1, a.ln1_rstd, x, w.data(p.ln1_w), N, C, config_.norm_eps);
-        be.attention_forward(a.att, a.lse, a.qkv, attention_shape());
         be.rmsnorm_forward(a.ln2, a.ln2_rstd, a.res1, w.data(p.ln2_w), N, C, config_.norm_eps);
         be.swiglu_forward(a.gelu, a.fc, N, C_mlp_);
         return;
       }
       be.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.data(p.ln1_w), w.data(p.ln1_b), N,
                            C);
-      be.attention_forward(a.att, a.lse, a.qkv, B_, T_, C_attn_, NH_local_);
       be.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.data(p.ln2_w), w.data(p.ln2_b),
                            N, C);
       be.gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * C_mlp_);
@@ -542,6 +567,7 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   const float* x = a.input;
   const int first = chunk_first_block_[static_cast<size_t>(chunk)];
   for (size_t j = 0; j < a.blocks.size(); ++j) {
+    if (block_hooks_.before_forward) block_hooks_.before_forward(first + static_cast<int>(j));
     observe::TraceScope trace(trace_, "forward", "compute",
                               layer_fields(first + static_cast<int>(j), chunk));
     block_forward(blocks_[static_cast<size_t>(first) + j], a.blocks[j], x);
@@ -649,10 +675,14 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   for (int j = static_cast<int>(a.blocks.size()) - 1; j >= 0; --j) {
     const float* x = j == 0 ? a.input : a.blocks[static_cast<size_t>(j) - 1].res2;
     const int block = first + j;
-    observe::TraceScope trace(trace_, "backward", "compute", layer_fields(block, chunk));
-    recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
-    block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x, dres_,
-                   base + kPiecesPerBlock * (nb - 1 - block), report);
+    if (block_hooks_.before_backward) block_hooks_.before_backward(block);
+    {
+      observe::TraceScope trace(trace_, "backward", "compute", layer_fields(block, chunk));
+      recompute_block(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x);
+      block_backward(blocks_[static_cast<size_t>(block)], a.blocks[static_cast<size_t>(j)], x,
+                     dres_, base + kPiecesPerBlock * (nb - 1 - block), report);
+    }
+    if (block_hooks_.after_backward) block_hooks_.after_backward(block);
   }
   if (!has_embedding(chunk)) return dres_;
   backend_.embedding_backward(params_.grad(wte_), wpe_ >= 0 ? params_.grad(wpe_) : nullptr, dres_,

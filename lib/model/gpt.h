@@ -40,10 +40,13 @@ namespace trainctl::model {
 //   none:      everything the backward reads (per block: 2 LayerNorm outputs and
 //              statistics, qkv, attention output and log-sum-exp, residuals, MLP pre- and
 //              post-GELU).
-//   selective: qkv, the post-attention residual, the MLP's pre-GELU activation and the
-//              block output; the LayerNorm outputs, the attention core (output and
-//              log-sum-exp, recomputed from qkv: Megatron's selective recomputation of the
-//              attention) and the GELU output are recomputed just before the block's backward.
+//   selective: qkv, the attention output and log-sum-exp, the MLP's pre-GELU activation
+//              and the block output; the LayerNorm outputs and statistics, the GELU output
+//              and the post-attention residual (one [N,C] product from the kept attention
+//              output, plus its TP allreduce) are recomputed just before the block's
+//              backward. The flash-style attention never holds [T,T] probabilities, so its
+//              core costs O(T^2) to recompute but only [N,C] to keep: it is kept, and the
+//              cut (>= 40% of activations) comes from the pointwise outputs instead.
 //   full:      only each block's output (= the next block's input); the whole block
 //              forward is recomputed from its input before its backward (with tensor
 //              parallelism, including its two TP allreduces).
@@ -58,6 +61,9 @@ struct GptOptions {
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
+  // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
+  // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
+  bool unbound_params = false;
 };
 
 // Floats a Gpt allocates through its backend, by purpose, computed without building one
@@ -165,6 +171,20 @@ class Gpt {
     if (grad_ready_) grad_ready_(piece);
   }
 
+  // Parameter residency (ZeRO-3): called with a rank-local block index (0 ..
+  // num_blocks() - 1, chunk by chunk in pipeline order) just before the block's forward,
+  // before its recomputation and backward, and after its backward. The block's parameters
+  // (and for backward its gradients) must be bound when the first two return.
+  struct BlockHooks {
+    std::function<void(int block)> before_forward, before_backward, after_backward;
+  };
+  void set_block_hooks(BlockHooks hooks) { block_hooks_ = std::move(hooks); }
+  int num_blocks() const;
+  // The chunk a rank-local block belongs to.
+  int chunk_of_block(int block) const;
+  // [begin, end) of the flat parameter layout holding block `block`'s parameters.
+  std::pair<int64_t, int64_t> block_param_range(int block) const;
+
   // Each block's forward and backward (and the LM head's) become timeline events while
   // `trace` records (null: none).
   void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
@@ -174,7 +194,7 @@ class Gpt {
   struct BlockActs;
   struct ChunkActs;
 
-  void declare_params();
+  void declare_params(bool unbound);
   void allocate_activations(int slots);
   // `output`: also write the block output a.res2 (not when recomputing for backward).
   void block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output = true);
@@ -225,6 +245,7 @@ class Gpt {
   float *d4C_a_ = nullptr, *d4C_b_ = nullptr, *scratchC_ = nullptr;
   float *logits_ = nullptr, *row_max_ = nullptr, *xent_stats_ = nullptr;
   std::function<void(int)> grad_ready_;
+  BlockHooks block_hooks_;
   observe::TraceRecorder* trace_ = nullptr;
 };
 

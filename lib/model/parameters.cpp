@@ -19,6 +19,16 @@ int64_t flat_size(const std::vector<ParamSpec>& specs) {
   return total;
 }
 
+std::vector<int64_t> flat_offsets(const std::vector<ParamSpec>& specs) {
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const ParamSpec& spec : specs) {
+    offsets.push_back(total);
+    total = align_up(total + numel_of(spec.shard.local_shape()));
+  }
+  return offsets;
+}
+
 ParameterSet::~ParameterSet() {
   if (data_) backend_->free(data_);
   if (grads_) backend_->free(grads_);
@@ -36,7 +46,8 @@ size_t ParameterSet::declare(std::string name, Shape shape, Init init, float ini
 }
 
 size_t ParameterSet::declare(const ParamSpec& spec) {
-  if (data_) throw std::logic_error("ParameterSet: declare() after allocate()");
+  if (data_ || !data_at_.empty())
+    throw std::logic_error("ParameterSet: declare() after allocate()");
   Param p;
   p.name = spec.name;
   p.shape = spec.shard.local_shape();
@@ -57,11 +68,36 @@ void ParameterSet::allocate() {
   const size_t bytes = static_cast<size_t>(total_) * sizeof(float);
   data_ = static_cast<float*>(backend_->alloc(bytes));
   grads_ = static_cast<float*>(backend_->alloc(bytes));
+  data_at_.clear();
+  grad_at_.clear();
+  for (const Param& p : params_) {
+    data_at_.push_back(data_ + p.offset);
+    grad_at_.push_back(grads_ + p.offset);
+  }
 }
 
-void ParameterSet::initialize(uint64_t seed) {
+void ParameterSet::allocate_unbound() {
+  if (data_) throw std::logic_error("ParameterSet: allocate_unbound() after allocate()");
+  data_at_.assign(params_.size(), nullptr);
+  grad_at_.assign(params_.size(), nullptr);
+}
+
+void ParameterSet::bind(int64_t begin, int64_t end, float* data, float* grads) {
+  if (!bound()) throw std::logic_error("ParameterSet: bind() needs allocate_unbound()");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t offset = params_[i].offset;
+    if (offset < begin || offset >= end) continue;
+    data_at_[i] = data ? data + (offset - begin) : nullptr;
+    grad_at_[i] = grads ? grads + (offset - begin) : nullptr;
+  }
+}
+
+void ParameterSet::initialize(uint64_t seed) { initialize(seed, 0, total_); }
+
+void ParameterSet::initialize(uint64_t seed, int64_t begin, int64_t end) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& p = params_[i];
+    if (p.offset < begin || p.offset >= end) continue;
     float* w = data(i);
     switch (p.init) {
       case Init::zeros:
@@ -93,6 +129,9 @@ Tensor ParameterSet::tensor(size_t i) const {
   return Tensor::borrow(data(i), params_.at(i).shape, DType::fp32, backend_->device());
 }
 
-void ParameterSet::zero_grads() { backend_->zero(grads_, static_cast<size_t>(total_)); }
+void ParameterSet::zero_grads() {
+  // Bound storage (ZeRO-3) is zeroed by its owner.
+  if (grads_) backend_->zero(grads_, static_cast<size_t>(total_));
+}
 
 }  // namespace trainctl::model

@@ -28,6 +28,9 @@ struct Param {
 // Floats in the flat buffers of a ParameterSet declaring `specs` (each parameter starts
 // on a 64-byte boundary), without allocating anything: what total() will be.
 int64_t flat_size(const std::vector<ParamSpec>& specs);
+// Where each of `specs` starts in those buffers (floats), in order: what Param::offset
+// will be.
+std::vector<int64_t> flat_offsets(const std::vector<ParamSpec>& specs);
 
 class ParameterSet {
  public:
@@ -42,10 +45,21 @@ class ParameterSet {
   size_t declare(const ParamSpec& spec);
   // Allocates both flat buffers (zeroed). No declarations after this.
   void allocate();
+  // Ends the declarations without allocating: every parameter's storage comes from
+  // bind() instead (ZeRO-3 keeps only a shard of the flat buffers, parallel/zero3_params.h).
+  // data() and grads() are null then, and so is data(i) / grad(i) until bound.
+  void allocate_unbound();
+  // The parameters that start inside [begin, end) of the flat layout now live in
+  // `data` / `grads` (either may be null), which hold that range of the flat layout:
+  // data(i) = data + offset - begin. Only after allocate_unbound().
+  void bind(int64_t begin, int64_t end, float* data, float* grads);
+  bool bound() const { return data_ == nullptr && !data_at_.empty(); }
   // Fills every parameter from its init rule; values depend only on (seed, name, GLOBAL
   // element index), never on the order of declaration or on the process layout: a shard
   // holds exactly its slice of the unsharded model.
   void initialize(uint64_t seed);
+  // The same for the parameters starting inside [begin, end) of the flat layout.
+  void initialize(uint64_t seed, int64_t begin, int64_t end);
 
   const std::vector<Param>& list() const { return params_; }
   const Param& at(size_t i) const { return params_.at(i); }
@@ -54,8 +68,8 @@ class ParameterSet {
 
   float* data() const { return data_; }
   float* grads() const { return grads_; }
-  float* data(size_t i) const { return data_ + params_[i].offset; }
-  float* grad(size_t i) const { return grads_ + params_[i].offset; }
+  float* data(size_t i) const { return data_at_[i]; }
+  float* grad(size_t i) const { return grad_at_[i]; }
   Tensor tensor(size_t i) const;  // a borrowed view of parameter i
 
   void zero_grads();
@@ -66,6 +80,8 @@ class ParameterSet {
   int64_t total_ = 0;
   float* data_ = nullptr;
   float* grads_ = nullptr;
+  // Where each parameter and its gradient live: inside the flat buffers, or bound.
+  std::vector<float*> data_at_, grad_at_;
 };
 
 }  // namespace trainctl::model

@@ -12,9 +12,16 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
                            const optim::OptimizerOptions& optimizer,
                            const DataParallelOptions& options)
     : dp_(dp), gpt_(gpt), backend_(backend), zero_stage_(options.zero_stage), norm_(options.norm) {
-  if (zero_stage_ < 0 || zero_stage_ > 2) {
-    throw std::invalid_argument("parallel.zero must be 0, 1 or 2, got " +
+  if (zero_stage_ < 0 || zero_stage_ > 3) {
+    throw std::invalid_argument("parallel.zero must be 0, 1, 2 or 3, got " +
                                 std::to_string(zero_stage_));
+  }
+  if (zero_stage_ == 3) {
+    zero3_ = std::make_unique<Zero3Params>(dp, gpt, backend);
+    auto adamw = std::make_unique<Zero3AdamW>(*zero3_, gpt.params(), backend, optimizer);
+    zero3_adamw_ = adamw.get();
+    optimizer_ = std::move(adamw);
+    return;  // gradients are reduce-scattered block by block from the model's hooks
   }
   if (zero_stage_ == 0) {
     optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
@@ -31,6 +38,10 @@ DataParallel::~DataParallel() {
   if (sync_) gpt_.set_grad_ready_hook({});
 }
 
+void DataParallel::begin_step() {
+  if (zero3_) zero3_->begin_step();
+}
+
 void DataParallel::begin_micro_batch(bool last) {
   if (sync_) sync_->begin_micro_batch(last);
 }
@@ -38,9 +49,14 @@ void DataParallel::begin_micro_batch(bool last) {
 void DataParallel::reduce_gradients() {
   if (sync_) sync_->finish();
   if (zero_) zero_->reduce_gradients();
+  if (zero3_) zero3_->finish_backward();
 }
 
 double DataParallel::grad_norm() {
+  if (zero3_adamw_) {  // each rank holds a shard of the sum: add every shard's part
+    comm::Communicator& group = norm_.group != nullptr ? *norm_.group : dp_;
+    return std::sqrt(allsum_exact(group, zero3_adamw_->local_grad_sumsq(norm_.counted)));
+  }
   if (norm_.group == nullptr) {
     return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
   }
@@ -73,7 +89,9 @@ double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale
   const double clip = optim::clip_factor(norm, max_norm);
   const double factor = clip * unscale;
   if (factor == 1.0) return clip;
-  if (zero_) {
+  if (zero3_adamw_) {
+    zero3_adamw_->scale_grads(factor);
+  } else if (zero_) {
     zero_->scale_grads(factor);
   } else {
     backend_.scale(gpt_.params().grads(), static_cast<float>(factor),
@@ -88,6 +106,7 @@ StepCommStats DataParallel::stats() const {
   StepCommStats s;
   if (sync_) s += sync_->stats();
   if (zero_) s += zero_->stats();
+  if (zero3_) s += zero3_->stats();
   return s;
 }
 

@@ -6,6 +6,7 @@
 //
 // Per optimizer step, on every rank of the DP group:
 //   gpt.params().zero_grads();
+//   dp.begin_step();
 //   for (int m = 0; m < accum; ++m) {
 //     dp.begin_micro_batch(m == accum - 1);
 //     gpt.forward_backward(...);
@@ -24,6 +25,8 @@
 #include "optim/optimizer.h"
 #include "parallel/comm_stats.h"
 #include "parallel/grad_sync.h"
+#include "parallel/zero3_optimizer.h"
+#include "parallel/zero3_params.h"
 #include "parallel/zero_optimizer.h"
 
 namespace trainctl::parallel {
@@ -43,7 +46,9 @@ struct NormScope {
 std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params);
 
 struct DataParallelOptions {
-  int zero_stage = 0;  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only)
+  // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only); 3: parameters sharded too
+  // (parallel/zero3_params.h; gpt built with GptOptions::unbound_params, dp >= 2).
+  int zero_stage = 0;
   // Buckets and wire format of the overlapped reduction (plain DP and ZeRO-1; ZeRO-2
   // reduce-scatters the whole buffer in fp32 after the backward pass).
   GradSyncOptions sync;
@@ -61,6 +66,9 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
+  // Before the step's first forward pass (after gpt.params().zero_grads()): ZeRO-3 zeroes
+  // its gradient shards.
+  void begin_step();
   // Before each micro-batch's forward/backward; `last` for the step's final one.
   void begin_micro_batch(bool last);
   // After the step's last backward pass: waits for the overlapped buckets (rethrowing a
@@ -84,8 +92,10 @@ class DataParallel {
   // after step().
   StepCommStats stats() const;
   int zero_stage() const { return zero_stage_; }
-  // Null for ZeRO-2 (no overlapped reduction).
+  // Null for ZeRO-2 and ZeRO-3 (no overlapped reduction).
   const GradSync* grad_sync() const { return sync_.get(); }
+  // The sharded parameters under ZeRO-3 (initialisation, checkpoints, export), else null.
+  Zero3Params* zero3() const { return zero3_.get(); }
 
  private:
   comm::Communicator& dp_;
@@ -96,6 +106,8 @@ class DataParallel {
   std::unique_ptr<GradSync> sync_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
+  std::unique_ptr<Zero3Params> zero3_;
+  Zero3AdamW* zero3_adamw_ = nullptr;  // optimizer_ under ZeRO-3
 };
 
 }  // namespace trainctl::parallel

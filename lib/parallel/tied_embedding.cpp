@@ -10,8 +10,9 @@ constexpr uint32_t kTiedEmbeddingTag = 0x7fff0001u;  // outside the pipeline exe
 
 void exchange_tied_embedding_grad(model::Gpt& gpt, comm::Communicator& pp, bool report) {
   if (!gpt.exchanges_tied_embedding() || pp.size() == 1) return;
-  const model::Param& p = gpt.params().at(static_cast<size_t>(gpt.tied_embedding_param()));
-  float* grad = gpt.params().grads() + p.offset;
+  const auto index = static_cast<size_t>(gpt.tied_embedding_param());
+  const model::Param& p = gpt.params().at(index);
+  float* grad = gpt.params().grad(index);  // bound storage under ZeRO-3
   const auto n = static_cast<size_t>(p.numel);
   const int peer = gpt.shard().embedding ? pp.size() - 1 : 0;
   // Send a copy: the local gradient is updated in place while the send may be in flight.

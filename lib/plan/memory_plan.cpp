@@ -10,6 +10,7 @@
 #include "parallel/pipeline_executor.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_layout.h"
+#include "parallel/zero3_params.h"
 #include "util/error.h"
 
 namespace trainctl::plan {
@@ -78,6 +79,16 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   if (zero >= 1) {
     b.communication += shard_floats * kFloat;  // allgather input
     if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
+  }
+  if (zero == 3) {
+    // parallel/zero3_params.h: shards of every unit, the embedding and head whole, two
+    // gather and two gradient buffers of the largest block (with their reduced shards).
+    const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
+        parallel::zero3_units(model::gpt_param_specs(config, options.shard), par.dp));
+    b.parameters = static_cast<double>(z.shard + z.resident) * kFloat;
+    b.gradients = b.parameters;
+    b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
+    b.communication = static_cast<double>(z.transient) * kFloat;
   }
   const double boundary =
       static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
@@ -184,7 +195,7 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     consider(std::string("training.activation_checkpointing: ") + mode, s);
   }
   if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
-    for (int zero = spec.parallel.zero + 1; zero <= 2; ++zero) {
+    for (int zero = spec.parallel.zero + 1; zero <= 3; ++zero) {
       config::JobSpec s = spec;
       s.parallel.zero = zero;
       consider("parallel.zero: " + std::to_string(zero), s);

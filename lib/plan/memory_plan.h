@@ -21,11 +21,13 @@ namespace trainctl::plan {
 struct MemoryBreakdown {
   int stage = 0;
   int activation_slots = 0;  // micro-batches the schedule keeps in flight per chunk
-  double parameters = 0;     // fp32 weights of the stage's shard
+  double parameters = 0;     // fp32 weights of the stage's shard (ZeRO-3: the DP shard and
+                             // the whole embedding and head)
   double gradients = 0;      // the gradient buffer (+ ZeRO-2's reduce-scatter output)
   double optimizer = 0;      // AdamW's moments (sharded over DP with ZeRO) or SGD's momentum
   double activations = 0;    // kept between forward and backward, plus recomputation's buffers
-  double communication = 0;  // ZeRO allgather staging, pipeline gradient staging
+  double communication = 0;  // ZeRO allgather staging (ZeRO-3: the transient block buffers),
+                             // pipeline gradient staging
   double workspace = 0;      // backward and loss scratch shared by every block
   double total() const {
     return parameters + gradients + optimizer + activations + communication + workspace;

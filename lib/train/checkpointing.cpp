@@ -87,6 +87,9 @@ void Checkpointer::save(int64_t step, bool async) {
   const auto t0 = Clock::now();
   // Collective over DP under ZeRO: every rank takes part, DP replica 0 writes.
   optim::OptimizerState opt = e_.data_parallel.optimizer().save_state();
+  // ZeRO-3: the whole parameters from every DP rank's shards (collective over DP too).
+  std::vector<float> gathered;
+  if (parallel::Zero3Params* zero3 = e_.data_parallel.zero3()) gathered = zero3->gather_flat();
   auto snap = std::make_unique<Snapshot>();
   snap->step = step;
   snap->optimizer_step = opt.step;
@@ -100,7 +103,7 @@ void Checkpointer::save(int64_t step, bool async) {
     };
     for (const model::Param& p : params.list()) {
       if (!writes_param(p)) continue;
-      add(p.name, p, params.data());
+      add(p.name, p, gathered.empty() ? params.data() : gathered.data());
       for (size_t k = 0; k < opt.names.size(); ++k) {
         add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
       }
@@ -254,9 +257,13 @@ int64_t Checkpointer::load(const std::string& resume) {
   checkpoint::CheckpointReader reader(chosen);
   reader.set_verify_on_read(false);  // rank 0 verified every file
   model::ParameterSet& params = e_.gpt.params();
+  parallel::Zero3Params* zero3 = e_.data_parallel.zero3();
+  // ZeRO-3: read the whole parameters into host memory, keep this rank's shard.
+  std::vector<float> whole(zero3 ? static_cast<size_t>(params.total()) : 0, 0.0f);
   for (const model::Param& p : params.list()) {
-    reader.read_slice(p.name, p.shard, params.data() + p.offset);
+    reader.read_slice(p.name, p.shard, (zero3 ? whole.data() : params.data()) + p.offset);
   }
+  if (zero3) zero3->load_flat(whole.data());
   optim::Optimizer& opt = e_.data_parallel.optimizer();
   optim::OptimizerState state;
   state.step = reader.metadata().optimizer_step;

@@ -22,7 +22,12 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
       data_parallel(*g.dp, gpt, *backend, optimizer_options(s), data_parallel_options(s, g, gpt)),
       schedule(lr_schedule(s)),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
-  gpt.init_weights(s.seed);
+  if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
+    zero3->init_weights(s.seed);  // unit by unit: never the whole model on one rank
+    zero3->refresh();
+  } else {
+    gpt.init_weights(s.seed);
+  }
   if (s.precision.compute == DType::fp16) loss_scaler.emplace(loss_scaler_options(s));
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
@@ -37,6 +42,7 @@ void Engine::set_trace(observe::TraceRecorder* recorder) {
 StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
                                const StepRequests& asked) {
   gpt.params().zero_grads();
+  data_parallel.begin_step();
   double loss_sum = 0.0;
   int64_t loss_count = 0;
   StepOutcome out;
@@ -125,16 +131,20 @@ double Engine::evaluate() {
   std::vector<int32_t> tokens, targets;
   double sum = 0.0;
   int64_t count = 0;
-  for (int b = layout.dp_rank; b < spec.training.eval_batches; b += layout.dp) {
-    data::fill_eval_batch(*dataset, layout, b, tokens, targets);
+  // Under ZeRO-3 every forward pass gathers parameters over DP: all replicas run the same
+  // number of them, the ones past the last batch on a batch whose loss is not counted.
+  const int batches = spec.training.eval_batches;
+  const int rounds = data_parallel.zero3() ? (batches + layout.dp - 1) / layout.dp : 0;
+  for (int b = layout.dp_rank; b < batches || b < rounds * layout.dp; b += layout.dp) {
+    const bool counted = b < batches;
+    data::fill_eval_batch(*dataset, layout, counted ? b : b % batches, tokens, targets);
     if (pipeline) {
       const parallel::PipelineStepResult r = pipeline->run_forward({tokens.data(), targets.data()});
-      sum += r.loss_sum;
-      count += r.loss_count;
+      if (counted) sum += r.loss_sum, count += r.loss_count;
     } else {
       int64_t n = 0;
-      sum += gpt.forward_loss(tokens.data(), targets.data(), &n);
-      count += n;
+      const double s = gpt.forward_loss(tokens.data(), targets.data(), &n);
+      if (counted) sum += s, count += n;
     }
   }
   if (!reports_loss()) sum = 0, count = 0;

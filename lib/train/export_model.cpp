@@ -36,14 +36,17 @@ void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const mode
 }  // namespace
 
 void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
-                  const std::filesystem::path& path) {
+                  const std::filesystem::path& path, const float* values) {
   const model::ParameterSet& params = gpt.params();
+  // Borrowed views only read it.
+  float* const flat = const_cast<float*>(values != nullptr ? values : params.data());
   const comm::Layout& layout = groups.layout;
   if (layout.tp == 1 && layout.pp == 1) {  // every rank holds the whole model
     if (groups.rank != 0) return;
     std::vector<checkpoint::NamedTensor> tensors;
     for (size_t i = 0; i < params.list().size(); ++i) {
-      tensors.push_back({params.at(i).name, params.tensor(i)});
+      const model::Param& p = params.at(i);
+      tensors.push_back({p.name, Tensor::borrow(flat + p.offset, p.shape)});
     }
     write_model(tensors, gpt.config(), spec, path);
     return;
@@ -51,7 +54,7 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
   comm::Communicator& world = *groups.world;
   if (groups.rank != 0) {
     if (groups.coord.dp == 0) {
-      world.send(params.data(), static_cast<size_t>(params.total()) * sizeof(float), 0, kExportTag);
+      world.send(flat, static_cast<size_t>(params.total()) * sizeof(float), 0, kExportTag);
     }
     return;
   }
@@ -65,11 +68,11 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
       int64_t total = 0;
       const std::vector<model::Param> list =
           shard_layout(gpt.config(), spec, layout, tp_rank, pp_rank, gpt.backend(), &total);
-      const float* values = params.data();
+      const float* shard_values = flat;
       if (rank != 0) {
         buffer.resize(static_cast<size_t>(total));
         world.recv(buffer.data(), buffer.size() * sizeof(float), rank, kExportTag);
-        values = buffer.data();
+        shard_values = buffer.data();
       }
       for (const model::Param& p : list) {
         if (p.tied_copy) continue;
@@ -79,7 +82,7 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
           order.emplace_back(p.name, p.shard.global_shape);
         }
         for (int64_t k = 0; k < p.numel; ++k) {
-          it->second[static_cast<size_t>(p.shard.global_index(k))] = values[p.offset + k];
+          it->second[static_cast<size_t>(p.shard.global_index(k))] = shard_values[p.offset + k];
         }
       }
     }

@@ -12,7 +12,9 @@ namespace trainctl::train {
 // (collective over the world group: every rank must call it; only rank 0 writes).
 // lm_head.weight is not written: it is tied to transformer.wte.weight (as in nanoGPT),
 // and safetensors cannot store two names for one tensor.
+// `values`: the flat parameters when the model does not hold them whole (ZeRO-3 gathers
+// them, Zero3Params::gather_flat); null: gpt.params().data().
 void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
-                  const std::filesystem::path& path);
+                  const std::filesystem::path& path, const float* values = nullptr);
 
 }  // namespace trainctl::train

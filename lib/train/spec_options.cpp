@@ -95,6 +95,9 @@ model::GptOptions model_options(const config::JobSpec& spec, comm::ProcessGroups
   o.tp = groups.tp.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   o.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
+  // dp > 1 only).
+  o.unbound_params = spec.parallel.zero == 3 && groups.dp->size() > 1;
   return o;
 }
 

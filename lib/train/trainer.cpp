@@ -172,7 +172,10 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
                 const LookHere& look, TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
   const auto model_path = ctx.run_dir / "model.safetensors";
-  export_model(e.gpt, e.spec, e.groups, model_path);
+  // ZeRO-3 holds shards: gather the whole parameters (collective over DP) to export them.
+  std::vector<float> gathered;
+  if (parallel::Zero3Params* zero3 = e.data_parallel.zero3()) gathered = zero3->gather_flat();
+  export_model(e.gpt, e.spec, e.groups, model_path, gathered.empty() ? nullptr : gathered.data());
   if (e.groups.rank == 0) {
     std::string line =
         fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",

@@ -4,7 +4,7 @@
 At a sequence length where activations dominate (GPT L4/H4/C128, seq_len 1024, micro-batch
 2, fp32, 1 thread per worker), runs in one invocation:
   - one worker with training.activation_checkpointing none | selective | full;
-  - dp=2 with parallel.zero 0 | 1 | 2 (zero 3 is refused at validate: not implemented).
+  - dp=2 with parallel.zero 0 | 1 | 2 | 3 (3: parameters sharded too, gathered per block).
 For each: the measured tensor-memory peak per rank (metrics.jsonl mem_peak_mb_max), the
 plan's estimate (`trainctl plan --json`, total and the activation part), the peak resident
 set (mem_rss_peak_mb), tokens/s (median over steps after warm-up) and, for recomputation,

@@ -103,6 +103,12 @@ TEST_CASE("every dp x tp x pp layout reproduces the single-worker run", "[train]
   }
   cases.push_back({"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, zero: 1}"});
   cases.push_back({"d2t2p2-1f1b-zero2", "{dp: 2, tp: 2, pp: 2, zero: 2}"});
+  // ZeRO-3: parameters sharded over dp, gathered block by block.
+  cases.push_back({"d2t1p1-zero3", "{dp: 2, tp: 1, pp: 1, zero: 3}"});
+  cases.push_back({"d4t1p1-zero3", "{dp: 4, tp: 1, pp: 1, zero: 3}"});
+  cases.push_back({"d2t2p1-zero3", "{dp: 2, tp: 2, pp: 1, zero: 3}"});
+  cases.push_back({"d2t1p2-gpipe-zero3", "{dp: 2, tp: 1, pp: 2, schedule: gpipe, zero: 3}"});
+  cases.push_back({"d2t2p2-1f1b-zero3", "{dp: 2, tp: 2, pp: 2, schedule: 1f1b, zero: 3}"});
 
   std::vector<Run> runs;
   for (const Case& c : cases) runs.push_back(train_layout(dir.path(), c.name, c.parallel));
@@ -165,7 +171,8 @@ TEST_CASE("bf16 matrix products: every layout reproduces the single bf16 worker"
   for (const auto& [name, parallel] : std::vector<std::pair<std::string, std::string>>{
            {"d2t2p1", "{dp: 2, tp: 2, pp: 1}"},
            {"d1t2p2", "{dp: 1, tp: 2, pp: 2, schedule: 1f1b}"},
-           {"d2t2p2-zero1", "{dp: 2, tp: 2, pp: 2, zero: 1}"}}) {
+           {"d2t2p2-zero1", "{dp: 2, tp: 2, pp: 2, zero: 1}"},
+           {"d2t2p1-zero3", "{dp: 2, tp: 2, pp: 1, zero: 3}"}}) {
     const Run run = train_layout(dir.path(), name, parallel, "bf16");
     for (size_t s = 0; s < one.losses.size(); ++s) {
       INFO(name << " step " << s + 1);
@@ -188,7 +195,10 @@ TEST_CASE(
       {"d1t2p2-gpipe-bf16", "{dp: 1, tp: 2, pp: 2, schedule: gpipe}", "bf16"},
       {"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, schedule: 1f1b, zero: 1}", "fp32"},
       {"d2t2p2-interleaved", "{dp: 2, tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}",
-       "fp32"}};
+       "fp32"},
+      {"d2t1p2-interleaved-zero3",
+       "{dp: 2, tp: 1, pp: 2, schedule: interleaved, virtual_stages: 2, zero: 3}", "fp32"},
+      {"d2t2p1-zero3-fp16", "{dp: 2, tp: 2, pp: 1, zero: 3}", "fp16"}};
   for (const Case& c : cases) {
     const Run none = train_layout(dir.path(), c.name, c.parallel, c.precision);
     for (const std::string mode : {"selective", "full"}) {

@@ -45,6 +45,10 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
       {"dp2-zero0", kModel, "{dp: 2}", batch},
       {"dp2-zero1", kModel, "{dp: 2, zero: 1}", batch},
       {"dp2-zero2-full", kModel, "{dp: 2, zero: 2}", batch + ", activation_checkpointing: full"},
+      {"dp2-zero3", kModel, "{dp: 2, zero: 3}", batch},
+      {"dp2-tp2-zero3-selective", kModel, "{dp: 2, tp: 2, zero: 3}",
+       batch + ", activation_checkpointing: selective"},
+      {"dp2-pp2-zero3-1f1b", kModel, "{dp: 2, pp: 2, schedule: 1f1b, zero: 3}", batch},
       {"pp2-gpipe", kModel, "{pp: 2, schedule: gpipe}", batch},
       {"pp2-1f1b-selective", kModel, "{pp: 2, schedule: 1f1b}",
        batch + ", activation_checkpointing: selective"},
@@ -112,6 +116,7 @@ TEST_CASE("a job over runtime.memory_limit_mb is refused before launch, with wha
     CHECK_THAT(r.err, Catch::Contains("* training.activation_checkpointing: full ->"));
     CHECK_THAT(r.err, Catch::Contains("* training.micro_batch_size: 2"));
     CHECK_THAT(r.err, Catch::Contains("parallel.pp: 2 (4 workers) ->"));
+    CHECK_THAT(r.err, Catch::Contains("parallel.zero: 3 ->"));
   }
   CHECK_FALSE(fs::exists(dir.path() / "runs" / "too-big"));
   // The suggested change fits: validate accepts it and prints the plan.

@@ -143,6 +143,56 @@ TEST_CASE("a checkpoint resumes onto every other layout", "[resume][layout]") {
   for (const auto& [step, loss] : got) CHECK(loss == Approx(want.at(step)).epsilon(2e-5));
 }
 
+TEST_CASE("ZeRO-3 checkpoints resume on any layout and ZeRO stage, and back", "[resume][layout]") {
+  TempDir dir("resume-zero3");
+  const fs::path spec = job(dir.path(), 6, "{dp: 1}", "{every_steps: 3, async: false}");
+  REQUIRE(train(dir.path(), spec, "ref").exit_code == 0);
+  const auto want = losses_of(dir.path() / "ref");
+  // Written by dp 2 x tp 2 with ZeRO-3: each rank held only its shard of the parameters.
+  const ProcResult z3 = train(dir.path(), spec, "z3",
+                              {"--set", "parallel.dp=2", "--set", "parallel.tp=2", "--set",
+                               "parallel.zero=3", "--resume", "none"});
+  INFO(z3.out << z3.err);
+  REQUIRE(z3.exit_code == 0);
+  const auto z3_losses = losses_of(dir.path() / "z3");
+  for (const auto& [step, loss] : z3_losses) CHECK(loss == Approx(want.at(step)).epsilon(2e-5));
+  struct Case {
+    std::string name, from;
+    std::vector<std::string> set;
+  };
+  const std::vector<Case> cases = {
+      {"z3-same",
+       "z3",
+       {"--set", "parallel.dp=2", "--set", "parallel.tp=2", "--set", "parallel.zero=3"}},
+      {"z3-to-one", "z3", {}},
+      {"z3-to-pp2-zero1",
+       "z3",
+       {"--set", "parallel.dp=2", "--set", "parallel.pp=2", "--set", "parallel.zero=1"}},
+      {"one-to-dp4-zero3", "ref", {"--set", "parallel.dp=4", "--set", "parallel.zero=3"}},
+      {"one-to-pp2-zero3",
+       "ref",
+       {"--set", "parallel.dp=2", "--set", "parallel.pp=2", "--set", "parallel.schedule=1f1b",
+        "--set", "parallel.zero=3"}}};
+  for (const Case& c : cases) {
+    std::vector<std::string> extra = {
+        "--resume", (dir.path() / c.from / "checkpoints" / "step_00000003").string()};
+    extra.insert(extra.end(), c.set.begin(), c.set.end());
+    const ProcResult r = train(dir.path(), spec, c.name, extra);
+    INFO(c.name << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto got = losses_of(dir.path() / c.name);
+    REQUIRE(got.size() == 3);  // steps 4-6
+    for (const auto& [step, loss] : got) {
+      INFO(c.name << " step " << step);
+      CHECK(loss == Approx(want.at(step)).epsilon(2e-5));
+      // The same layout continues the run it stopped bit for bit.
+      if (c.name == "z3-same") CHECK(loss == z3_losses.at(step));
+    }
+  }
+  CHECK(read_text(dir.path() / "z3-same" / "model.safetensors") ==
+        read_text(dir.path() / "z3" / "model.safetensors"));
+}
+
 TEST_CASE("a resume with another global batch continues the data where it stopped", "[resume]") {
   TempDir dir("resume-batch");
   // 4 steps of 8 samples, then 2 more steps of 16 (dp 2 x micro-batch 2 x accumulation 4).

@@ -125,7 +125,7 @@ TEST_CASE("every field of metadata.json is range-checked, naming the file and th
       {"/data/samples_consumed", -1, "\"data.samples_consumed\" is -1"},
       {"/data/next_step", 7, "\"data.next_step\" is 7; it must be an integer in [5, 5]"},
       {"/layout/dp", 0, "\"layout.dp\" is 0"},
-      {"/layout/zero", 3, "\"layout.zero\" is 3"},
+      {"/layout/zero", 4, "\"layout.zero\" is 4"},
       {"/model/n_layer", 0, "\"model.n_layer\" is 0"},
       {"/model/n_head", 3, "\"model.n_head\" does not divide d_model"},
       {"/files/0/rank", -1, "\"files[0].rank\" is -1"},

@@ -151,11 +151,19 @@ device: gpu
   zero: 4
 )",
                 "job.yaml:2:9:", "parallel.zero", {"0 | 1 | 2 | 3"});
-  // ZeRO-3 is a known stage this build refuses, with the reason and what to use instead.
+  // ZeRO-3 with what it cannot do is refused with the reason and what to use instead.
   require_error(R"(parallel:
+  dp: 2
+  zero: 3
+  grad_comm: bf16
+)",
+                "job.yaml:4:14:", "parallel.grad_comm", {"fp32", "zero: 3"});
+  require_error(R"(device: cuda
+parallel:
+  dp: 2
   zero: 3
 )",
-                "job.yaml:2:9:", "parallel.zero", {"not implemented yet", "zero: 2"});
+                "job.yaml:4:9:", "parallel.zero", {"device: cpu only", "zero: 2"});
   require_error(R"(precision:
   compute: bfloat16
 )",
