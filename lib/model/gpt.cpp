@@ -154,7 +154,8 @@ int Gpt::chunk_of_block(int block) const {
 
 std::pair<int64_t, int64_t> Gpt::block_param_range(int block) const {
   const BlockParams& b = blocks_.at(static_cast<size_t>(block));
-  const Param& last = params_.at(static_cast<size_t>(b.fc_proj_b));
+  // The block's last parameter: GPT's mlp.c_proj.bias, llama's mlp.down_proj.weight.
+  const Param& last = params_.at(static_cast<size_t>(b.fc_proj_b >= 0 ? b.fc_proj_b : b.fc_proj_w));
   return {params_.at(static_cast<size_t>(b.ln1_w)).offset, last.offset + last.numel};
 }
 

@@ -10,11 +10,14 @@ namespace {
 constexpr int64_t kAlignFloats = 16;  // parameters start on 64-byte lines (parameters.h)
 int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
-// The layer of a block parameter ("transformer.h.<layer>.*"), else -1.
+// The layer of a block parameter ("transformer.h.<layer>.*", llama's
+// "model.layers.<layer>.*"), else -1.
 int block_layer(const std::string& name) {
-  static const std::string prefix = "transformer.h.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  return std::stoi(name.substr(prefix.size()));
+  for (const char* prefix : {"transformer.h.", "model.layers."}) {
+    const std::string p = prefix;
+    if (name.rfind(p, 0) == 0) return std::stoi(name.substr(p.size()));
+  }
+  return -1;
 }
 }  // namespace
 
