@@ -82,10 +82,15 @@ int cmd_ckpt_info(const fs::path& ckpt, bool tensors, bool json) {
               m.producer.empty() ? "trainctl" : m.producer.c_str(), m.layout.dp, m.layout.tp,
               m.layout.pp, m.layout.virtual_stages, m.layout.zero);
   std::printf(
-      "  model: vocab_size %d, max_seq_len %d, n_layer %d, n_head %d, d_model %d "
+      "  model: %svocab_size %d, max_seq_len %d, n_layer %d, n_head %d, d_model %d "
       "(%lld parameters)\n",
-      m.model.vocab_size, m.model.max_seq_len, m.model.n_layer, m.model.n_head, m.model.d_model,
-      static_cast<long long>(params));
+      m.model.llama() ? "llama, " : "", m.model.vocab_size, m.model.max_seq_len, m.model.n_layer,
+      m.model.n_head, m.model.d_model, static_cast<long long>(params));
+  if (m.model.llama()) {
+    std::printf("         n_kv_head %d, ffn_hidden %d, rope_theta %g, norm_eps %g, %s LM head\n",
+                m.model.kv_heads(), m.model.mlp_hidden(), static_cast<double>(m.model.rope_theta),
+                static_cast<double>(m.model.norm_eps), m.model.tie_embeddings ? "tied" : "untied");
+  }
   std::string states;
   for (const std::string& s : optimizer_states(reader.tensor_names())) {
     states += (states.empty() ? "" : ", ") + s;

@@ -48,12 +48,13 @@ int cmd_ckpt_export_hf(const fs::path& ckpt, const fs::path& out, const fs::path
                        std::to_string(reader.metadata().model.vocab_size));
     }
   }
-  const ck::ExportSummary s = ck::export_hf_gpt2(reader, o);
+  const ck::ExportSummary s = ck::export_hf(reader, o);
   std::printf(
-      "wrote %s: model.safetensors (GPT2LMHeadModel, %d tensors, %lld parameters, %s), "
+      "wrote %s: model.safetensors (%s, %d tensors, %lld parameters, %s), "
       "config.json%s (step %lld of %s)\n",
-      o.out_dir.string().c_str(), s.tensors, static_cast<long long>(s.parameters),
-      size_text(s.bytes).c_str(),
+      o.out_dir.string().c_str(),
+      reader.metadata().model.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel", s.tensors,
+      static_cast<long long>(s.parameters), size_text(s.bytes).c_str(),
       o.tokenizer_files.empty() ? ", no tokenizer" : ", tokenizer files",
       static_cast<long long>(reader.metadata().step), dir.string().c_str());
   return kExitOk;

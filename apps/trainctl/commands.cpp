@@ -84,7 +84,7 @@ std::string block_range(const model::LayerRange& r) {
 // interleaved schedule), where the embedding and the LM head live, and each stage's forward
 // cost in units of one block (what the partition balances).
 std::string plan_layers(const config::JobSpec& spec) {
-  const model::GptConfig config = train::gpt_config(spec);
+  const model::ModelConfig config = train::gpt_config(spec);
   const int pp = spec.parallel.pp;
   const int chunks = spec.parallel.virtual_stages;
   const double head = model::head_cost(config) / model::block_cost(config, spec.model.seq_len);
@@ -200,15 +200,15 @@ int cmd_eval(const LaunchArgs& args, const fs::path& from) {
   // CheckpointCorrupt naming the file).
   std::error_code ec;
   const fs::path dir = checkpoint::resolve_checkpoint(fs::absolute(from, ec));
-  const model::GptConfig saved = checkpoint::read_metadata(dir).model,
-                         job = train::gpt_config(spec);
-  const auto dims = [](const model::GptConfig& c) {
-    return "vocab_size " + std::to_string(c.vocab_size) + ", seq_len " +
-           std::to_string(c.max_seq_len) + ", n_layer " + std::to_string(c.n_layer) + ", n_head " +
-           std::to_string(c.n_head) + ", d_model " + std::to_string(c.d_model);
+  const model::ModelConfig saved = checkpoint::read_metadata(dir).model,
+                           job = train::gpt_config(spec);
+  const auto dims = [](const model::ModelConfig& c) {
+    return std::string(model::to_string(c.family)) + ", vocab_size " +
+           std::to_string(c.vocab_size) + ", seq_len " + std::to_string(c.max_seq_len) +
+           ", n_layer " + std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) +
+           ", d_model " + std::to_string(c.d_model);
   };
-  if (saved.vocab_size != job.vocab_size || saved.max_seq_len != job.max_seq_len ||
-      saved.n_layer != job.n_layer || saved.n_head != job.n_head || saved.d_model != job.d_model) {
+  if (saved != job) {
     throw InputError((dir / checkpoint::kMetadataFile).string() +
                      ": the checkpoint holds another model (" + dims(saved) + ") than " +
                      args.job.string() + " (" + dims(job) + ")");

@@ -20,19 +20,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// InputError naming metadata.json when the checkpoint does not hold the GPT the decoder
-// runs (another model type, or tensors of other shapes).
+// InputError naming metadata.json when the checkpoint does not hold the model its
+// metadata describes (another model type's tensors, or tensors of other shapes).
 void require_gpt(const checkpoint::CheckpointReader& reader) {
   const std::string file = (reader.dir() / checkpoint::kMetadataFile).string();
-  for (const auto& [name, shape] : model::GptDecoder::parameter_shapes(reader.metadata().model)) {
+  const model::ModelConfig& c = reader.metadata().model;
+  const std::string family = model::to_string(c.family);
+  for (const auto& [name, shape] : model::GptDecoder::parameter_shapes(c)) {
     if (!reader.contains(name)) {
-      throw InputError(file + ": not a GPT checkpoint (no tensor " + name +
-                       "): trainctl sample runs GPT models only");
+      throw InputError(file + ": not a " + family + " checkpoint as its metadata says (no tensor " +
+                       name + "): trainctl sample runs gpt and llama models");
     }
     if (reader.global_shape(name) != shape) {
       throw InputError(file + ": tensor " + name + " has shape " +
-                       shape_string(reader.global_shape(name)) + ", a GPT of this config has " +
-                       shape_string(shape));
+                       shape_string(reader.global_shape(name)) + ", a " + family +
+                       " of this config has " + shape_string(shape));
     }
   }
 }
@@ -71,7 +73,7 @@ int cmd_sample(const SampleArgs& args) {
   const fs::path dir = checkpoint::resolve_checkpoint(args.from);
   checkpoint::CheckpointReader reader(dir);
   require_gpt(reader);
-  const model::GptConfig config = reader.metadata().model;
+  const model::ModelConfig config = reader.metadata().model;
 
   const fs::path tok_path =
       args.tokenizer.empty() ? tokenizer_of_run(run_dir_of(dir)) : args.tokenizer;

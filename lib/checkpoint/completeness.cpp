@@ -13,10 +13,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string describe(const model::GptConfig& c) {
-  return "vocab_size " + std::to_string(c.vocab_size) + ", max_seq_len " +
-         std::to_string(c.max_seq_len) + ", n_layer " + std::to_string(c.n_layer) + ", n_head " +
-         std::to_string(c.n_head) + ", d_model " + std::to_string(c.d_model);
+std::string describe(const model::ModelConfig& c) {
+  return std::string(model::to_string(c.family)) + ", vocab_size " + std::to_string(c.vocab_size) +
+         ", max_seq_len " + std::to_string(c.max_seq_len) + ", n_layer " +
+         std::to_string(c.n_layer) + ", n_head " + std::to_string(c.n_head) + ", d_model " +
+         std::to_string(c.d_model);
 }
 
 std::string ranks_text(const std::vector<int>& ranks) {

@@ -10,8 +10,27 @@
 
 namespace trainctl::checkpoint {
 
-std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& c,
+std::map<std::string, std::string> nanogpt_metadata(const model::ModelConfig& c,
                                                     const std::string& job) {
+  if (c.llama()) {
+    // Llama's dimensions, under Hugging Face LlamaConfig's names.
+    std::map<std::string, std::string> m = {
+        {"format", "pt"},
+        {"producer", "trainctl " TRAINCTL_VERSION},
+        {"architecture", "llama"},
+        {"vocab_size", std::to_string(c.vocab_size)},
+        {"max_position_embeddings", std::to_string(c.max_seq_len)},
+        {"num_hidden_layers", std::to_string(c.n_layer)},
+        {"num_attention_heads", std::to_string(c.n_head)},
+        {"num_key_value_heads", std::to_string(c.kv_heads())},
+        {"hidden_size", std::to_string(c.d_model)},
+        {"intermediate_size", std::to_string(c.mlp_hidden())},
+        {"rms_norm_eps", std::to_string(c.norm_eps)},
+        {"rope_theta", std::to_string(c.rope_theta)},
+        {"tie_word_embeddings", c.tie_embeddings ? "true" : "false"}};
+    if (!job.empty()) m["job"] = job;
+    return m;
+  }
   std::map<std::string, std::string> m = {{"format", "pt"},
                                           {"producer", "trainctl " TRAINCTL_VERSION},
                                           {"vocab_size", std::to_string(c.vocab_size)},
@@ -26,9 +45,10 @@ std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& c,
 }
 
 int nanogpt_position(const std::string& name) {
-  const std::string block = "transformer.h.";
-  if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
-  if (name == "transformer.wte.weight") return 0;
+  for (const std::string block : {"transformer.h.", "model.layers."}) {
+    if (name.rfind(block, 0) == 0) return 2 + std::stoi(name.substr(block.size()));
+  }
+  if (name == "transformer.wte.weight" || name == "model.embed_tokens.weight") return 0;
   if (name == "transformer.wpe.weight") return 1;
   return 1 << 30;
 }

@@ -12,16 +12,18 @@
 #include <vector>
 
 #include "checkpoint/reader.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 
 namespace trainctl::checkpoint {
 
 // The __metadata__ of an exported model (the same keys the end-of-training export writes):
-// format, producer, nanoGPT's GPTConfig fields, tying. `job` is omitted when empty.
-std::map<std::string, std::string> nanogpt_metadata(const model::GptConfig& config,
+// format, producer, nanoGPT's GPTConfig fields, tying (llama: Hugging Face LlamaConfig's
+// fields and tie_word_embeddings). `job` is omitted when empty.
+std::map<std::string, std::string> nanogpt_metadata(const model::ModelConfig& config,
                                                     const std::string& job);
 
 // Sort key for nanoGPT's tensor order: wte, wpe, blocks by index, then the rest (ln_f);
+// llama: embed_tokens, layers by index, the rest;
 // sort stably so ties keep their order.
 int nanogpt_position(const std::string& name);
 

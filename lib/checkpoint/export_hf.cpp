@@ -48,7 +48,7 @@ void write_text(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-nlohmann::json gpt2_config(const model::GptConfig& c, const std::optional<int64_t>& eos) {
+nlohmann::json gpt2_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
   nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
                       {"model_type", "gpt2"},
                       {"vocab_size", c.vocab_size},
@@ -66,6 +66,35 @@ nlohmann::json gpt2_config(const model::GptConfig& c, const std::optional<int64_
                       {"initializer_range", 0.02},
                       {"scale_attn_weights", true},
                       {"tie_word_embeddings", true},
+                      {"use_cache", true},
+                      {"torch_dtype", "float32"},
+                      {"producer", "trainctl " TRAINCTL_VERSION}};
+  if (eos) {
+    j["bos_token_id"] = *eos;
+    j["eos_token_id"] = *eos;
+  }
+  return j;
+}
+
+nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
+  nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
+                      {"model_type", "llama"},
+                      {"vocab_size", c.vocab_size},
+                      {"max_position_embeddings", c.max_seq_len},
+                      {"hidden_size", c.d_model},
+                      {"intermediate_size", c.mlp_hidden()},
+                      {"num_hidden_layers", c.n_layer},
+                      {"num_attention_heads", c.n_head},
+                      {"num_key_value_heads", c.kv_heads()},
+                      {"hidden_act", "silu"},
+                      {"rms_norm_eps", c.norm_eps},
+                      {"rope_theta", c.rope_theta},
+                      {"rope_scaling", nullptr},
+                      {"attention_bias", false},
+                      {"attention_dropout", 0.0},
+                      {"initializer_range", 0.02},
+                      {"pretraining_tp", 1},
+                      {"tie_word_embeddings", c.tie_embeddings},
                       {"use_cache", true},
                       {"torch_dtype", "float32"},
                       {"producer", "trainctl " TRAINCTL_VERSION}};
@@ -119,14 +148,48 @@ void copy_tokenizer(const HfExportOptions& o, int max_len) {
 
 void require_gpt_checkpoint(CheckpointReader& reader) {
   const std::vector<std::string> names = reader.tensor_names();
-  const bool gpt =
-      std::find(names.begin(), names.end(), "transformer.h.0.attn.c_attn.weight") != names.end() &&
-      std::find(names.begin(), names.end(), "transformer.wpe.weight") != names.end();
-  if (!gpt) {
-    throw InputError("checkpoint " + reader.dir().string() +
-                     " does not hold a GPT model (no transformer.wpe / transformer.h.0.attn "
-                     "tensors); --format hf exports GPT models (GPT2LMHeadModel) only so far");
+  auto has = [&](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+  const bool llama = reader.metadata().model.llama();
+  const bool ok = llama
+                      ? has("model.layers.0.self_attn.q_proj.weight") && has("model.norm.weight")
+                      : has("transformer.h.0.attn.c_attn.weight") && has("transformer.wpe.weight");
+  if (!ok) {
+    throw InputError("checkpoint " + reader.dir().string() + " does not hold the " +
+                     model::to_string(reader.metadata().model.family) +
+                     " model its metadata.json names (its first block's tensors are missing); "
+                     "--format hf exports GPT (GPT2LMHeadModel) and Llama (LlamaForCausalLM) "
+                     "models");
   }
+}
+
+ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& o) {
+  if (reader.metadata().model.llama()) return export_hf_llama(reader, o);
+  return export_hf_gpt2(reader, o);
+}
+
+ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& o) {
+  const fs::path model_file = o.out_dir / "model.safetensors";
+  check_export_target(reader.dir(), model_file);
+  require_gpt_checkpoint(reader);
+  const std::vector<std::string> problems = reader.check_coverage();
+  if (!problems.empty()) throw CheckpointCorrupt(problems.front());
+  // trainctl's llama tensors already carry LlamaForCausalLM's names and nn.Linear layouts,
+  // and its RoPE is transformers' rotate_half: the tensors go out as they are.
+  const std::vector<std::string> names = model_tensor_names(reader);
+  std::vector<SafetensorsEntry> entries;
+  for (const std::string& name : names) {
+    entries.push_back({name, "F32", reader.global_shape(name), 0, 0});
+  }
+  const std::string header = encode_safetensors_header(
+      entries, {{"format", "pt"}, {"producer", "trainctl " TRAINCTL_VERSION}});
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw InputError(o.out_dir.string() + ": cannot create the directory: " + ec.message());
+  const ExportSummary summary = write_model_file(reader, names, header, model_file);
+  const model::ModelConfig& c = reader.metadata().model;
+  write_text(o.out_dir / "config.json", llama_config(c, o.eos_token_id).dump(2) + "\n");
+  copy_tokenizer(o, c.max_seq_len);
+  return summary;
 }
 
 ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {
@@ -156,7 +219,7 @@ ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o)
         const Shape s = reader.global_shape(name);
         values = transposed(values, s[0], s[1]);
       });
-  const model::GptConfig& c = reader.metadata().model;
+  const model::ModelConfig& c = reader.metadata().model;
   write_text(o.out_dir / "config.json", gpt2_config(c, o.eos_token_id).dump(2) + "\n");
   copy_tokenizer(o, c.max_seq_len);
   return summary;

@@ -1,6 +1,7 @@
 #pragma once
-// A checkpoint's GPT as a Hugging Face folder that `transformers` loads with
-// AutoModelForCausalLM.from_pretrained(dir) (GPT2LMHeadModel):
+// A checkpoint's model as a Hugging Face folder that `transformers` loads with
+// AutoModelForCausalLM.from_pretrained(dir): LlamaForCausalLM for llama (export_hf_llama),
+// for GPT GPT2LMHeadModel:
 //   model.safetensors  the parameters under GPT2LMHeadModel's names (nanoGPT's names are
 //                      the same); the four projection matrices (attn.c_attn, attn.c_proj,
 //                      mlp.c_fc, mlp.c_proj) transposed to Conv1D's [in, out] layout
@@ -8,7 +9,7 @@
 //   config.json        GPT2Config: dimensions, n_positions = the model's seq_len,
 //                      activation gelu_new (tanh GELU), layer_norm_epsilon 1e-5, no dropout
 //   tokenizer files    when given: copied, with a tokenizer_config.json naming the class
-// Only GPT checkpoints are exported; any other model is refused with an InputError.
+// A checkpoint whose tensors are not its family's is refused with an InputError.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -26,12 +27,18 @@ struct HfExportOptions {
   std::optional<int64_t> eos_token_id;  // the tokenizer's end-of-text token
 };
 
-// Names the model a checkpoint holds ("gpt"), or throws InputError saying that only GPT
-// exports to the Hugging Face format.
+// Throws InputError unless the checkpoint holds the tensors of the family its metadata
+// names (GPT or Llama), the two the Hugging Face export knows.
 void require_gpt_checkpoint(CheckpointReader& reader);
 
-// Writes the folder (model.safetensors atomically, one tensor at a time). The same
-// refusals as export_full_model (damaged, incomplete, out_dir inside a checkpoint).
+// Writes the folder (model.safetensors atomically, one tensor at a time) for the
+// checkpoint's family. The same refusals as export_full_model (damaged, incomplete, out_dir
+// inside a checkpoint).
+ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& options);
 ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& options);
+// LlamaForCausalLM: the tensors under their own (Hugging Face) names, untransposed;
+// config.json a LlamaConfig (rms_norm_eps, rope_theta, num_key_value_heads,
+// intermediate_size, tie_word_embeddings; no lm_head tensor when tied).
+ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& options);
 
 }  // namespace trainctl::checkpoint

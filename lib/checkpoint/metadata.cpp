@@ -135,6 +135,47 @@ void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   if (m.model.d_model % m.model.n_head != 0) {
     bad_field(at, at.field("n_head"), "does not divide d_model");
   }
+  // Written only for the Llama family: GPT checkpoints keep their metadata as it was.
+  if (!c.contains("family")) return;
+  const std::string family = json_string(c, "family", at);
+  if (family == "gpt") return;
+  if (family != "llama") bad_field(at, at.field("family"), "is neither gpt nor llama");
+  m.model.family = model::Family::llama;
+  m.model.n_kv_head = static_cast<int>(json_int(c, "n_kv_head", 1, 1024, at));
+  m.model.ffn_hidden = static_cast<int>(json_int(c, "ffn_hidden", 1, 1 << 20, at));
+  if (m.model.n_head % m.model.n_kv_head != 0) {
+    bad_field(at, at.field("n_kv_head"), "does not divide n_head");
+  }
+  const json& eps = json_member(c, "norm_eps", at);
+  const json& theta = json_member(c, "rope_theta", at);
+  const json& tie = json_member(c, "tie_embeddings", at);
+  if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() < 1)) {
+    bad_field(at, at.field("norm_eps"), "must be a number in (0, 1)");
+  }
+  if (!theta.is_number() || !(theta.get<double>() >= 1)) {
+    bad_field(at, at.field("rope_theta"), "must be a number >= 1");
+  }
+  if (!tie.is_boolean()) bad_field(at, at.field("tie_embeddings"), "must be true or false");
+  m.model.norm_eps = eps.get<float>();
+  m.model.rope_theta = theta.get<float>();
+  m.model.tie_embeddings = tie.get<bool>();
+}
+
+json model_json(const model::ModelConfig& c) {
+  json j = {{"vocab_size", c.vocab_size},
+            {"max_seq_len", c.max_seq_len},
+            {"n_layer", c.n_layer},
+            {"n_head", c.n_head},
+            {"d_model", c.d_model}};
+  if (c.llama()) {
+    j["family"] = "llama";
+    j["n_kv_head"] = c.kv_heads();
+    j["ffn_hidden"] = c.mlp_hidden();
+    j["norm_eps"] = c.norm_eps;
+    j["rope_theta"] = c.rope_theta;
+    j["tie_embeddings"] = c.tie_embeddings;
+  }
+  return j;
 }
 
 void read_files(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
@@ -193,12 +234,7 @@ json to_json(const CheckpointMetadata& m) {
         {"pp", m.layout.pp},
         {"virtual_stages", m.layout.virtual_stages},
         {"zero", m.layout.zero}}},
-      {"model",
-       {{"vocab_size", m.model.vocab_size},
-        {"max_seq_len", m.model.max_seq_len},
-        {"n_layer", m.model.n_layer},
-        {"n_head", m.model.n_head},
-        {"d_model", m.model.d_model}}},
+      {"model", model_json(m.model)},
       {"data", {{"samples_consumed", m.data.samples_consumed}, {"next_step", m.data.next_step}}},
       {"optimizer_step", m.optimizer_step},
       {"rng", m.rng},

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "model/shard.h"
 #include "util/layout.h"
 
@@ -66,7 +66,7 @@ struct CheckpointMetadata {
   int format_version = kFormatVersion;
   int64_t step = 0;  // optimizer steps completed when the checkpoint was taken (>= 1)
   ParallelLayout layout;
-  model::GptConfig model;
+  model::ModelConfig model;
   DataPosition data;
   // The optimizer's update count (AdamW bias correction), in [0, step]: fp16 steps skipped
   // for overflow do not count, and SGD records only 0 (no update yet) or 1.

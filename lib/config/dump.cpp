@@ -47,6 +47,13 @@ std::string to_yaml(const JobSpec& s) {
   y << "  vocab_size: " << m.vocab_size << "\n  seq_len: " << m.seq_len
     << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
     << "\n";
+  if (m.is_llama()) {
+    // Resolved: the k/v heads and the MLP width the model is built with.
+    y << "  n_kv_head: " << m.kv_heads() << "\n  ffn_hidden: " << m.mlp_hidden()
+      << "\n  multiple_of: " << m.multiple_of << "\n  norm_eps: " << format_real(m.norm_eps)
+      << "\n  rope_theta: " << format_real(m.rope_theta)
+      << "\n  tie_embeddings: " << (m.tie_embeddings ? "true" : "false") << "\n";
+  }
 
   y << "data:\n  type: " << s.data.type << "\n";
   if (!s.data.path.empty()) y << "  path: " << quoted(s.data.path.string()) << "\n";

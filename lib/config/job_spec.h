@@ -14,13 +14,31 @@
 namespace trainctl::config {
 
 struct ModelSpec {
-  std::string type = "gpt";
-  std::string preset;  // "" = explicit dims; else gpt-tiny | gpt-small | gpt2-124m (fills dims)
+  std::string type = "gpt";  // gpt | llama
+  std::string preset;        // "" = explicit dims; else a name from config/presets.h
   int vocab_size = 256;
   int seq_len = 128;
   int n_layer = 2;
   int n_head = 4;
   int d_model = 128;
+  // Llama family only (validate refuses them for gpt).
+  int n_kv_head = 0;   // grouped-query attention's k/v heads; 0 = n_head
+  int ffn_hidden = 0;  // SwiGLU width; 0 = from multiple_of, as Meta's Llama computes it
+  int multiple_of = 256;
+  double norm_eps = 1e-5;       // RMSNorm epsilon
+  double rope_theta = 10000;    // rotary embedding base
+  bool tie_embeddings = false;  // LM head shares the token embedding (gpt: always)
+
+  bool is_llama() const { return type == "llama"; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  // The MLP's hidden width: 4 d_model for gpt; for llama ffn_hidden, or Meta's rule
+  // multiple_of * ceil((8 d_model / 3) / multiple_of).
+  int mlp_hidden() const {
+    if (!is_llama()) return 4 * d_model;
+    if (ffn_hidden > 0) return ffn_hidden;
+    const int h = 2 * (4 * d_model) / 3;
+    return multiple_of * ((h + multiple_of - 1) / multiple_of);
+  }
 
   bool operator==(const ModelSpec&) const = default;
 };

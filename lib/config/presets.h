@@ -9,7 +9,8 @@
 
 namespace trainctl::config {
 
-// gpt-tiny, gpt-small, gpt2-124m (in that order).
+// gpt-tiny, gpt-small, gpt2-124m, llama-tiny, llama-small, llama2-7b, llama3-8b (in that
+// order). A llama preset also sets model.type: llama.
 const std::vector<std::string>& preset_names();
 
 // The model spec of preset `name` (its `preset` field set), or nullopt if there is none.

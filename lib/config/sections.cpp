@@ -45,24 +45,45 @@ void check_name(const MapReader& top, const std::string& name) {
 }
 
 void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
-  const MapReader r = top.section(
-      "model", {"type", "preset", "vocab_size", "seq_len", "n_layer", "n_head", "d_model"});
+  const MapReader r =
+      top.section("model", {"type", "preset", "vocab_size", "seq_len", "n_layer", "n_head",
+                            "d_model", "n_kv_head", "ffn_hidden", "multiple_of", "norm_eps",
+                            "rope_theta", "tie_embeddings"});
   std::string preset;
   r.read_choice("preset", preset, preset_names(),
-                {{"gpt2", "gpt2-124m"}, {"gpt2-small", "gpt2-124m"}, {"tiny", "gpt-tiny"}});
+                {{"gpt2", "gpt2-124m"},
+                 {"gpt2-small", "gpt2-124m"},
+                 {"tiny", "gpt-tiny"},
+                 {"llama3", "llama3-8b"},
+                 {"llama-3-8b", "llama3-8b"}});
   if (!preset.empty()) {
     model = *find_preset(preset);
     // Dimensions the preset supplies are blamed on the preset line in cross-field messages.
-    for (const char* dim : {"vocab_size", "seq_len", "n_layer", "n_head", "d_model"}) {
+    for (const char* dim : {"type", "vocab_size", "seq_len", "n_layer", "n_head", "d_model",
+                            "n_kv_head", "ffn_hidden", "rope_theta"}) {
       locations.remember(r.path_of(dim), r.where("preset"));
     }
   }
-  r.read_choice("type", model.type, {"gpt"});
+  r.read_choice("type", model.type, {"gpt", "llama"});
   r.read("vocab_size", model.vocab_size, {2, 1 << 24});
   r.read("seq_len", model.seq_len, {1, 1 << 20});
   r.read("n_layer", model.n_layer, {1, 1024});
   r.read("n_head", model.n_head, {1, 1024});
   r.read("d_model", model.d_model, {1, 1 << 16});
+  // The Llama family's own keys mean nothing to GPT: refuse them rather than ignore them.
+  for (const char* key :
+       {"n_kv_head", "ffn_hidden", "multiple_of", "norm_eps", "rope_theta", "tie_embeddings"}) {
+    if (!model.is_llama() && r.has(key)) {
+      r.fail_at(key, "applies to model.type llama only (this model is " + model.type +
+                         "); remove it, or set model.type: llama.");
+    }
+  }
+  r.read("n_kv_head", model.n_kv_head, {1, 1024});
+  r.read("ffn_hidden", model.ffn_hidden, {1, 1 << 20});
+  r.read("multiple_of", model.multiple_of, {1, 1 << 16});
+  r.read("norm_eps", model.norm_eps, {0, true, 1, true});
+  r.read("rope_theta", model.rope_theta, {1, false, 1e9, false});
+  r.read("tie_embeddings", model.tie_embeddings);
 }
 
 void read_data(const MapReader& top, DataSpec& data) {

@@ -11,8 +11,16 @@ namespace {
 
 // GPT-2 parameter count (nanoGPT layout, lm_head tied to the token embedding): embeddings
 // V·C + T·C, per layer 12·C² + 13·C (qkv, proj, 4x MLP with biases, two LayerNorms), final LN.
+// Llama (model/model_config.h): q, k, v, o, SwiGLU's three matrices and two RMSNorms per
+// layer, the final RMSNorm, and an untied LM head unless tie_embeddings.
 double parameter_count(const ModelSpec& m) {
   const double c = m.d_model;
+  if (m.is_llama()) {
+    const double hd = c / m.n_head, h = m.mlp_hidden();
+    const double per_layer = (m.n_head + 2.0 * m.kv_heads()) * hd * c + c * c + 3 * h * c + 2 * c;
+    return static_cast<double>(m.vocab_size) * c * (m.tie_embeddings ? 1 : 2) +
+           m.n_layer * per_layer + c;
+  }
   return static_cast<double>(m.vocab_size) * c + static_cast<double>(m.seq_len) * c +
          m.n_layer * (12 * c * c + 13 * c) + 2 * c;
 }
@@ -87,6 +95,11 @@ std::string summary(const JobSpec& s) {
   out << "model:      " << m.type << (m.preset.empty() ? "" : " " + m.preset) << ": " << m.n_layer
       << " layers, " << m.n_head << " heads x " << m.d_model / m.n_head << ", d_model " << m.d_model
       << ", seq_len " << m.seq_len << ", vocab " << m.vocab_size << "\n";
+  if (m.is_llama()) {
+    out << "            " << m.kv_heads() << " k/v heads, SwiGLU " << m.mlp_hidden()
+        << ", rope_theta " << m.rope_theta << ", norm_eps " << m.norm_eps
+        << (m.tie_embeddings ? ", tied" : ", untied") << " LM head\n";
+  }
   out << "parameters: " << human(params) << " (" << human(params / (p.tp * p.pp))
       << " per worker), " << human(flops_per_token) << " FLOP per token (fwd+bwd)\n";
   out << "batch:      " << t.global_batch_size << " sequences = micro " << t.micro_batch_size

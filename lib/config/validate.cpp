@@ -53,6 +53,19 @@ void check_model(const JobSpec& s, const Checker& c) {
                                std::to_string(m.n_head) + ". Use n_head in " +
                                divisors_of(m.d_model) + ".");
   }
+  if (!m.is_llama()) return;
+  if (m.n_head % m.kv_heads() != 0) {
+    c.fail("model.n_kv_head", "must divide model.n_head (" + std::to_string(m.n_head) +
+                                  ") so each k/v head serves the same number of query heads; got " +
+                                  std::to_string(m.kv_heads()) + ". Use n_kv_head in " +
+                                  divisors_of(m.n_head) + ".");
+  }
+  if ((m.d_model / m.n_head) % 2 != 0) {
+    c.fail("model.n_head",
+           "rotary embeddings rotate pairs of dimensions: the head size d_model / "
+           "n_head = " +
+               std::to_string(m.d_model / m.n_head) + " must be even.");
+  }
 }
 
 void check_parallel(const JobSpec& s, const Checker& c) {
@@ -66,8 +79,14 @@ void check_parallel(const JobSpec& s, const Checker& c) {
   // Megatron splits heads, the vocabulary (embedding/logits) and the MLP's 4·d_model hidden
   // units over tp ranks: each must divide evenly.
   const long long usable_tp =
-      std::gcd(std::gcd<long long>(m.n_head, m.vocab_size), 4LL * m.d_model);
+      std::gcd(std::gcd(std::gcd<long long>(m.n_head, m.vocab_size), m.mlp_hidden()), m.kv_heads());
   const std::string use = " Use tp in " + divisors_of(usable_tp) + ".";
+  // Llama: each TP rank holds whole k/v heads with the query heads that read them.
+  if (m.is_llama() && m.kv_heads() % p.tp != 0) {
+    c.fail("parallel.tp", "must divide model.n_kv_head (" + std::to_string(m.kv_heads()) +
+                              "): each tensor-parallel rank holds whole k/v heads; got " +
+                              std::to_string(p.tp) + "." + use);
+  }
   if (m.n_head % p.tp != 0) {
     c.fail("parallel.tp", "must divide model.n_head (" + std::to_string(m.n_head) + "); got " +
                               std::to_string(p.tp) + "." + use);
@@ -81,9 +100,10 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                               std::to_string(padded) + "), or use tp in " + divisors_of(usable_tp) +
                               ".");
   }
-  if ((4LL * m.d_model) % p.tp != 0) {
-    c.fail("parallel.tp", "must divide the MLP width 4 × model.d_model (" +
-                              std::to_string(4LL * m.d_model) + "); got " + std::to_string(p.tp) +
+  if (m.mlp_hidden() % p.tp != 0) {
+    c.fail("parallel.tp", std::string("must divide the MLP width ") +
+                              (m.is_llama() ? "model.ffn_hidden (" : "4 × model.d_model (") +
+                              std::to_string(m.mlp_hidden()) + "); got " + std::to_string(p.tp) +
                               "." + use);
   }
   if (p.zero == 3 && p.dp > 1 && p.grad_comm != "fp32") {

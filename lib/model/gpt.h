@@ -1,8 +1,11 @@
 #pragma once
-// nanoGPT's GPT with explicit forward and backward (no autograd): learned positions,
-// pre-LayerNorm blocks, 4x MLP with tanh-GELU, biases everywhere, LM head tied to the
-// token embedding. Parameters use nanoGPT's names and layouts so exports load into
-// PyTorch as they are.
+// The decoder-only transformer with explicit forward and backward (no autograd), in the
+// families of model/model_config.h: nanoGPT's GPT (learned positions, pre-LayerNorm
+// blocks, 4x MLP with tanh-GELU, biases everywhere, LM head tied to the token embedding;
+// nanoGPT's names and layouts) and Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention,
+// no biases, untied head by default; Hugging Face's names and layouts). Both share the
+// block structure, slots, recomputation, pipeline chunks, gradient pieces and tensor
+// parallelism below; only the ops inside a block differ.
 //
 // One object holds one rank's shard of the model (model/shard.h):
 //   - pipeline parallelism: some contiguous ranges of blocks ("chunks": one per pipeline
@@ -18,11 +21,12 @@
 // pipeline schedule keeps between its forward and its backward).
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "model/parameters.h"
 #include "model/shard.h"
 #include "observe/trace_recorder.h"
@@ -70,19 +74,19 @@ struct GptMemoryFloats {
   int64_t recompute = 0;    // the shared block buffers recomputation writes into
   int64_t workspace = 0;    // backward and head scratch shared by chunks and slots
 };
-GptMemoryFloats gpt_memory_floats(const GptConfig& config, const GptOptions& options, int batch,
+GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& options, int batch,
                                   int seq_len);
 
 class Gpt {
  public:
   // Activation buffers are sized for micro-batches of `batch` sequences of `seq_len`.
-  Gpt(const GptConfig& config, ops::Backend& backend, int batch, int seq_len,
+  Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_len,
       GptOptions options = {});
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
 
-  const GptConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const GptShardSpec& shard() const { return shard_; }
   ops::Backend& backend() const { return backend_; }
   ParameterSet& params() { return params_; }
@@ -136,7 +140,9 @@ class Gpt {
   // through the buffer in the order the backward pass makes them final: the LM head's copy
   // of the tied embedding (if any), then for each block from the last to the first four
   // pieces: its MLP matrices (c_fc, mlp.c_proj; the last block's also holds ln_f), ln_2,
-  // its attention matrices (c_attn, attn.c_proj), ln_1; then the embeddings (wpe and wte as
+  // its attention matrices (c_attn, attn.c_proj), ln_1 (llama: gate/up/down_proj, with
+  // model.norm and an untied lm_head in the last block's; post_attention_layernorm;
+  // q/k/v/o_proj; input_layernorm); then the embeddings (wpe and wte as
   // two pieces when wte's gradient is exchanged with the last stage, else one). A block's
   // matrices are final before the input gradient of its c_fc / c_attn is computed, so data
   // parallelism reduces them behind that product: the step's exposed tail is only ln_1 of
@@ -148,9 +154,14 @@ class Gpt {
   int tied_embedding_piece() const;
   // This rank holds one end of a tied embedding split over pipeline stages (pp > 1, first
   // or last stage): its gradient must be added to the other end's.
-  bool exchanges_tied_embedding() const { return shard_.embedding != shard_.head; }
-  // Index of the tied embedding parameter on this rank (wte or its copy), or -1.
+  bool exchanges_tied_embedding() const {
+    return config_.tied() && shard_.embedding != shard_.head;
+  }
+  // Index of the tied embedding parameter on this rank (wte or its copy), or -1 (also when
+  // the LM head is untied).
   int tied_embedding_param() const;
+  // Index of the LM head's weight on this rank (lm_head, or the tied embedding), or -1.
+  int head_weight() const;
 
   // Called during backward with the index (into grad_pieces()) of each piece whose
   // gradients have just become final.
@@ -198,6 +209,19 @@ class Gpt {
   void allocate_activations(int slots);
   // `output`: also write the block output a.res2 (not when recomputing for backward).
   void block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output = true);
+  void llama_block_forward(const BlockParams& p, BlockActs& a, const float* x, bool output);
+  void llama_block_backward(const BlockParams& p, const BlockActs& a, const float* x, float* dres,
+                            int first_piece, bool report);
+  // Products with parameters declared side by side whose outputs share one activation row of
+  // `out_width` floats (llama's q | k | v and gate | up): forward (=), weight gradients (+=),
+  // input gradient (=).
+  void fused_forward(float* out, int out_width, const float* inp, std::initializer_list<int> ws,
+                     int IC);
+  void fused_weight_grads(const float* dout, int out_width, const float* inp,
+                          std::initializer_list<int> ws, int IC);
+  void fused_input_grad(float* dinp, const float* dout, int out_width,
+                        std::initializer_list<int> ws, int IC);
+  ops::AttentionShape attention_shape() const;
   // Refills what recompute_ dropped from `a` (see Recompute) before the block's backward.
   void recompute_block(const BlockParams& p, BlockActs& a, const float* x);
   // Reports pieces first_piece .. first_piece + kPiecesPerBlock - 1 as they become final.
@@ -210,18 +234,19 @@ class Gpt {
   ChunkActs& acts(int chunk, int slot);
   float* act(size_t n);
 
-  GptConfig config_;
+  ModelConfig config_;
   GptShardSpec shard_;
   comm::Communicator* tp_;
   ops::Backend& backend_;
   int B_, T_;
   Recompute recompute_;
-  // Local widths under tensor parallelism: d_model / tp (attention), 4 d_model / tp (MLP),
-  // heads / tp, vocab / tp.
+  // Local widths under tensor parallelism: d_model / tp (attention), the MLP's hidden
+  // width / tp (4 d_model or ffn_hidden), heads / tp, vocab / tp.
   int C_attn_, C_mlp_, NH_local_, V_local_;
+  int NKV_local_, qkv_width_, fc_width_;  // k/v heads, q|k|v and fc row widths on this rank
   ops::VocabRange vocab_;
   ParameterSet params_;
-  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, wte_copy_ = -1;
+  int wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, wte_copy_ = -1, lm_head_ = -1;
   std::vector<BlockParams> blocks_;           // this rank's blocks, chunk by chunk
   std::vector<int> chunk_first_block_;        // index into blocks_ of each chunk's first
   std::vector<std::vector<ChunkActs>> acts_;  // [chunk][slot]

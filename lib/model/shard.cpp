@@ -43,16 +43,21 @@ int64_t TensorShard::global_index(int64_t local) const {
   return (outer * global_extent + g_along) * inner + in;
 }
 
-double block_cost(const GptConfig& c, int seq_len) {
+double block_cost(const ModelConfig& c, int seq_len) {
   // Multiply-adds per token: 12 C^2 in the linear layers, 2 T C in attention (causal: half
   // of T on average for scores and for the weighted sum).
   const double C = c.d_model;
+  if (c.llama()) {
+    // q, k, v, o and SwiGLU's three matrices.
+    const double linear = (c.qkv_rows() + C) * C + 3.0 * c.mlp_hidden() * C;
+    return linear + 2.0 * static_cast<double>(seq_len) * C;
+  }
   return 12.0 * C * C + 2.0 * static_cast<double>(seq_len) * C;
 }
 
-double head_cost(const GptConfig& c) { return static_cast<double>(c.vocab_size) * c.d_model; }
+double head_cost(const ModelConfig& c) { return static_cast<double>(c.vocab_size) * c.d_model; }
 
-std::vector<LayerRange> partition_layers(const GptConfig& config, int seq_len, int parts) {
+std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts) {
   const int L = config.n_layer;
   if (parts < 1 || parts > L) {
     throw std::invalid_argument("cannot split " + std::to_string(L) + " transformer blocks into " +
@@ -99,13 +104,13 @@ std::vector<LayerRange> partition_layers(const GptConfig& config, int seq_len, i
   return out;
 }
 
-GptShardSpec GptShardSpec::whole(const GptConfig& config) {
+GptShardSpec GptShardSpec::whole(const ModelConfig& config) {
   GptShardSpec s;
   s.chunks = {{0, config.n_layer}};
   return s;
 }
 
-GptShardSpec GptShardSpec::of(const GptConfig& config, int seq_len, int pp, int pp_rank,
+GptShardSpec GptShardSpec::of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
                               int virtual_stages, int tp, int tp_rank) {
   if (pp < 1 || pp_rank < 0 || pp_rank >= pp || virtual_stages < 1 || tp < 1 || tp_rank < 0 ||
       tp_rank >= tp) {
@@ -122,7 +127,7 @@ GptShardSpec GptShardSpec::of(const GptConfig& config, int seq_len, int pp, int 
   return s;
 }
 
-void check_tp_divisible(const GptConfig& config, int tp) {
+void check_tp_divisible(const ModelConfig& config, int tp) {
   auto need = [&](int value, const char* what) {
     if (value % tp != 0) {
       throw std::invalid_argument(std::string(what) + " (" + std::to_string(value) +
@@ -132,6 +137,10 @@ void check_tp_divisible(const GptConfig& config, int tp) {
   };
   need(config.n_head, "model.n_head");
   need(config.vocab_size, "model.vocab_size");
+  if (config.llama()) {
+    need(config.kv_heads(), "model.n_kv_head");
+    need(config.mlp_hidden(), "model.ffn_hidden");
+  }
 }
 
 namespace {
@@ -164,7 +173,63 @@ ParamSpec tp_replicated(ParamSpec p, const GptShardSpec& s) {
 
 }  // namespace
 
-std::vector<ParamSpec> gpt_param_specs(const GptConfig& config, const GptShardSpec& s) {
+namespace {
+
+// Hugging Face LlamaForCausalLM's names and nn.Linear layouts. q, k and v (and gate and up)
+// are separate parameters declared back to back: each splits evenly over the TP group by
+// whole heads (rows), which one fused tensor of unequal q and k/v blocks would not.
+std::vector<ParamSpec> llama_param_specs(const ModelConfig& config, const GptShardSpec& s) {
+  using I = Init;
+  const int64_t C = config.d_model, V = config.vocab_size, H = config.mlp_hidden();
+  const int64_t hd = config.head_dim();
+  constexpr float std0 = 0.02f;
+  // Residual projections scaled as GPT-2's (the residual stream's variance stays flat).
+  const float std_proj = 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer));
+  std::vector<ParamSpec> out;
+  auto embed = [&] {
+    return tp_split(param("model.embed_tokens.weight", {V, C}, I::normal, std0, true), s, 0);
+  };
+  if (s.embedding) out.push_back(embed());
+  for (const LayerRange& chunk : s.chunks) {
+    for (int l = chunk.begin; l < chunk.end; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      out.push_back(tp_replicated(param(p + "input_layernorm.weight", {C}, I::ones, 0, false), s));
+      out.push_back(tp_split(
+          param(p + "self_attn.q_proj.weight", {config.n_head * hd, C}, I::normal, std0, true), s,
+          0));
+      for (const char* kv : {"self_attn.k_proj.weight", "self_attn.v_proj.weight"}) {
+        out.push_back(
+            tp_split(param(p + kv, {config.kv_heads() * hd, C}, I::normal, std0, true), s, 0));
+      }
+      out.push_back(tp_split(
+          param(p + "self_attn.o_proj.weight", {C, config.n_head * hd}, I::normal, std_proj, true),
+          s, 1));
+      out.push_back(
+          tp_replicated(param(p + "post_attention_layernorm.weight", {C}, I::ones, 0, false), s));
+      out.push_back(
+          tp_split(param(p + "mlp.gate_proj.weight", {H, C}, I::normal, std0, true), s, 0));
+      out.push_back(tp_split(param(p + "mlp.up_proj.weight", {H, C}, I::normal, std0, true), s, 0));
+      out.push_back(
+          tp_split(param(p + "mlp.down_proj.weight", {C, H}, I::normal, std_proj, true), s, 1));
+    }
+  }
+  if (s.head) {
+    out.push_back(tp_replicated(param("model.norm.weight", {C}, I::ones, 0, false), s));
+    if (!config.tied()) {
+      out.push_back(tp_split(param("lm_head.weight", {V, C}, I::normal, std0, true), s, 0));
+    } else if (s.tied_copy()) {
+      ParamSpec copy = embed();
+      copy.tied_copy = true;
+      out.push_back(std::move(copy));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParamSpec> gpt_param_specs(const ModelConfig& config, const GptShardSpec& s) {
+  if (config.llama()) return llama_param_specs(config, s);
   using I = Init;
   const int64_t C = config.d_model, V = config.vocab_size;
   constexpr float std0 = 0.02f;

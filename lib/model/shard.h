@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "tensor/tensor.h"
 
 namespace trainctl::model {
@@ -66,12 +66,12 @@ struct LayerRange {
 // and the final LayerNorm + LM head with the last (its cost grows with vocab / d_model).
 // Every part gets at least one block. Throws std::invalid_argument unless
 // 1 <= parts <= n_layer.
-std::vector<LayerRange> partition_layers(const GptConfig& config, int seq_len, int parts);
+std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts);
 
 // Relative forward cost of one block and of the LM head per token (the unit of the
 // partition above; also shown by `trainctl plan`).
-double block_cost(const GptConfig& config, int seq_len);
-double head_cost(const GptConfig& config);
+double block_cost(const ModelConfig& config, int seq_len);
+double head_cost(const ModelConfig& config);
 
 // What one rank holds.
 struct GptShardSpec {
@@ -84,21 +84,23 @@ struct GptShardSpec {
   int tp_size = 1;
 
   // The whole model on one rank.
-  static GptShardSpec whole(const GptConfig& config);
+  static GptShardSpec whole(const ModelConfig& config);
   // Rank (pp_rank, tp_rank) of a pp × tp layout; chunk c of pipeline rank r is virtual
   // stage c * pp + r of partition_layers(config, seq_len, pp * virtual_stages).
-  static GptShardSpec of(const GptConfig& config, int seq_len, int pp, int pp_rank,
+  static GptShardSpec of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
                          int virtual_stages, int tp, int tp_rank);
   // The tied LM head needs its own copy of wte (a stage without the embedding).
   bool tied_copy() const { return head && !embedding; }
 };
 
 // Throws InputError-style std::invalid_argument naming what to change when the model
-// cannot be split this way (heads, d_model, 4*d_model or vocab not divisible by tp).
-void check_tp_divisible(const GptConfig& config, int tp);
+// cannot be split this way (heads, k/v heads, the MLP width or vocab not divisible by tp).
+void check_tp_divisible(const ModelConfig& config, int tp);
 
 // The parameters of `shard`, in flat-buffer order: wte, wpe (embedding), then each
-// chunk's blocks in order, then ln_f and (if tied_copy) wte's copy.
-std::vector<ParamSpec> gpt_param_specs(const GptConfig& config, const GptShardSpec& shard);
+// chunk's blocks in order, then ln_f and (if tied_copy) wte's copy. Llama: Hugging Face's
+// names (model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
+// post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head when untied).
+std::vector<ParamSpec> gpt_param_specs(const ModelConfig& config, const GptShardSpec& shard);
 
 }  // namespace trainctl::model

@@ -1,7 +1,8 @@
 #pragma once
 // Per-element formulas of the Llama-family ops (Backend::rope_*, Backend::swiglu_*) written
 // once for the CUDA kernels, as shared_math.h does for GELU and the casts. They match the
-// CPU backend's loops (ops/cpu/cpu_llama_ops.cpp) operation for operation, and
+// CPU backend's loops (ops/cpu/cpu_llama_ops.cpp, and kernels/swiglu.cpp, whose exp is
+// vec_math.h's fast_exp: a few ulp apart, as GELU's) operation for operation, and
 // tests/unit/test_llama_math.cpp checks them against the CPU backend on machines without a
 // GPU, so a formula mistake in the CUDA path shows up there.
 #include <cmath>

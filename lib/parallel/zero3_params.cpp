@@ -10,11 +10,14 @@ namespace {
 constexpr int64_t kAlignFloats = 16;  // parameters start on 64-byte lines (parameters.h)
 int64_t align_up(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 
-// The layer of a block parameter ("transformer.h.<layer>.*"), else -1.
+// The layer of a block parameter ("transformer.h.<layer>.*", llama's
+// "model.layers.<layer>.*"), else -1.
 int block_layer(const std::string& name) {
-  static const std::string prefix = "transformer.h.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  return std::stoi(name.substr(prefix.size()));
+  for (const char* prefix : {"transformer.h.", "model.layers."}) {
+    const std::string p = prefix;
+    if (name.rfind(p, 0) == 0) return std::stoi(name.substr(p.size()));
+  }
+  return -1;
 }
 }  // namespace
 
@@ -123,12 +126,20 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
     throw std::logic_error("ZeRO-3: a parameter outside every unit");
   };
   for (const model::Param& p : params.list()) {
-    if (p.name == "transformer.wte.weight" && !p.tied_copy) wte_unit_ = unit_at(p.offset);
-    if (p.name == "transformer.wpe.weight") wpe_unit_ = unit_at(p.offset);
-    if (p.name == "transformer.ln_f.weight") lnf_unit_ = unit_at(p.offset);
+    const bool embedding =
+        p.name == "transformer.wte.weight" || p.name == "model.embed_tokens.weight";
+    if (embedding && !p.tied_copy) wte_unit_ = unit_at(p.offset);
+    if (p.name == "transformer.wpe.weight") wpe_unit_ = unit_at(p.offset);  // llama has none
+    if (p.name == "transformer.ln_f.weight" || p.name == "model.norm.weight") {
+      lnf_unit_ = unit_at(p.offset);
+    }
   }
   if (gpt.tied_embedding_param() >= 0) {
     tied_unit_ = unit_at(params.at(static_cast<size_t>(gpt.tied_embedding_param())).offset);
+  }
+  // The LM head reads the tied embedding (GPT, tied llama) or its own lm_head.
+  if (gpt.head_weight() >= 0) {
+    head_unit_ = unit_at(params.at(static_cast<size_t>(gpt.head_weight())).offset);
   }
   shard_params_ = alloc(shard_floats_);
   shard_grads_ = alloc(shard_floats_);
@@ -285,12 +296,12 @@ std::pair<std::vector<int>, std::vector<int>> Zero3Params::resident_units(
   switch (use) {
     case Use::embedding_forward:
       add(read, wte_unit_);
-      add(read, wpe_unit_);
+      if (wpe_unit_ >= 0) add(read, wpe_unit_);
       break;
     case Use::head_forward:
       add(read, lnf_unit_);
-      add(read, tied_unit_);
-      if (grads) add(written, tied_unit_);
+      add(read, head_unit_);
+      if (grads) add(written, head_unit_);
       break;
     case Use::head_backward:
       add(read, lnf_unit_);
@@ -298,7 +309,7 @@ std::pair<std::vector<int>, std::vector<int>> Zero3Params::resident_units(
       break;
     case Use::embedding_backward:  // reads no parameter
       add(written, wte_unit_);
-      add(written, wpe_unit_);
+      if (wpe_unit_ >= 0) add(written, wpe_unit_);
       break;
   }
   return {read, written};

@@ -152,7 +152,7 @@ class Zero3Params {
   float* shard_params_ = nullptr;
   float* shard_grads_ = nullptr;
   // Units of the resident parameters on this rank, or -1.
-  int wte_unit_ = -1, wpe_unit_ = -1, lnf_unit_ = -1, tied_unit_ = -1;
+  int wte_unit_ = -1, wpe_unit_ = -1, lnf_unit_ = -1, tied_unit_ = -1, head_unit_ = -1;
   Slot slots_[2];
   GradSlot grad_slots_[2];
   int next_grad_slot_ = 0;

@@ -34,6 +34,11 @@ CostInputs cost_inputs(const config::JobSpec& spec) {
   in.n_layer = spec.model.n_layer;
   in.d_model = spec.model.d_model;
   in.n_head = spec.model.n_head;
+  if (spec.model.is_llama()) {
+    const double h = spec.model.d_model, hd = h / spec.model.n_head;
+    in.layer_matrix_params = (spec.model.n_head + 2.0 * spec.model.kv_heads()) * hd * h + h * h +
+                             3.0 * spec.model.mlp_hidden() * h;
+  }
   in.seq_len = spec.model.seq_len;
   in.vocab_size = spec.model.vocab_size;
   in.tp = spec.parallel.tp;
@@ -78,10 +83,11 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   const double flop_rate = cluster.peak_tflops * 1e12 * cluster.matmul_efficiency;
   const double byte_rate = cluster.memory_bandwidth_gbs * 1e9 * cluster.memory_efficiency;
   const double act = cluster.activation_bytes;
+  const double P = in.layer_matrix_params > 0 ? in.layer_matrix_params : 12 * h * h;
 
-  // One layer, one micro-batch, one TP rank. Matmuls: QKV, projection and the two MLP
-  // matmuls (24bsh^2) and the attention scores and their use (4bs^2h).
-  const double layer_flops = (24 * b * s * h * h + 4 * b * s * s * h) / t;
+  // One layer, one micro-batch, one TP rank. Matmuls: QKV, projection and the MLP's
+  // (2bsP; GPT's 24bsh^2) and the attention scores and their use (4bs^2h).
+  const double layer_flops = (2 * b * s * P + 4 * b * s * s * h) / t;
   // Elementwise kernels write what they produce once and read it once: per layer that is
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
@@ -134,7 +140,7 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   }
   // Data parallelism: the stage's gradients, reduced once per step after the last
   // micro-batch; the last backward can hide up to dp_overlap of its own time.
-  const double stage_params = layers_per_stage * (12 * h * h + 13 * h) / t + V * h / t;
+  const double stage_params = layers_per_stage * (P + 13 * h) / t + V * h / t;
   const LinkTier& dp_link = tier_for(in.tp, in.dp, cluster);
   c.dp_link = in.dp > 1 ? dp_link.name : "-";
   c.dp_comm_total = ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp, dp_link);
@@ -146,7 +152,7 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
 
   c.step_seconds = c.compute + c.recompute + c.tp_comm + c.pp_comm + c.dp_comm + c.bubble;
   const double B = in.global_batch_size;
-  const double per_seq_layer = 24 * s * h * h + 4 * s * s * h;
+  const double per_seq_layer = 2 * s * P + 4 * s * s * h;
   c.model_flops = 3 * B * (l * per_seq_layer + 2 * s * h * V);
   c.hardware_flops = c.model_flops + B * l * rec_flops * t / b;
   c.tokens_per_second = B * s / c.step_seconds;

@@ -16,6 +16,9 @@ namespace trainctl::plan {
 
 struct CostInputs {
   int n_layer = 0, d_model = 0, n_head = 0, seq_len = 0, vocab_size = 0;
+  // Weights of one layer's matrices (its matmul FLOPs are 2 per weight per token); 0 = GPT's
+  // 12 d_model^2. Llama: (n_head + 2 n_kv_head) head_dim d_model + d_model^2 + 3 ffn d_model.
+  double layer_matrix_params = 0;
   int tp = 1, pp = 1, dp = 1;
   int micro_batch_size = 1;
   int global_batch_size = 1;

@@ -20,13 +20,21 @@ namespace {
 constexpr double kFloat = sizeof(float);
 constexpr double kMiB = 1 << 20;
 
-model::GptConfig gpt_config_of(const config::ModelSpec& m) {
-  model::GptConfig c;
+model::ModelConfig gpt_config_of(const config::ModelSpec& m) {
+  model::ModelConfig c;
   c.vocab_size = m.vocab_size;
   c.max_seq_len = m.seq_len;
   c.n_layer = m.n_layer;
   c.n_head = m.n_head;
   c.d_model = m.d_model;
+  if (m.is_llama()) {
+    c.family = model::Family::llama;
+    c.n_kv_head = m.kv_heads();
+    c.ffn_hidden = m.mlp_hidden();
+    c.norm_eps = static_cast<float>(m.norm_eps);
+    c.rope_theta = static_cast<float>(m.rope_theta);
+    c.tie_embeddings = m.tie_embeddings;
+  }
   return c;
 }
 
@@ -34,7 +42,7 @@ model::GptConfig gpt_config_of(const config::ModelSpec& m) {
 // (train/engine.cpp, train/spec_options.cpp).
 MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const config::ParallelSpec& par = spec.parallel;
-  const model::GptConfig config = gpt_config_of(spec.model);
+  const model::ModelConfig config = gpt_config_of(spec.model);
   std::vector<parallel::Instruction> program;
   if (par.pp > 1) {
     program = parallel::make_schedule(parallel::parse_schedule_kind(par.schedule), stage, par.pp,

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "config/load.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "util/error.h"
 
 namespace trainctl::report {
@@ -99,8 +99,14 @@ RunData load_run(const fs::path& dir) {
       run.layout = Layout{spec.parallel.dp, spec.parallel.tp, spec.parallel.pp};
       run.tokens_per_step =
           static_cast<int64_t>(spec.training.global_batch_size) * spec.model.seq_len;
-      const model::GptConfig cfg{spec.model.vocab_size, spec.model.seq_len, spec.model.n_layer,
-                                 spec.model.n_head, spec.model.d_model};
+      model::ModelConfig cfg{spec.model.vocab_size, spec.model.seq_len, spec.model.n_layer,
+                             spec.model.n_head, spec.model.d_model};
+      if (spec.model.is_llama()) {
+        cfg.family = model::Family::llama;
+        cfg.n_kv_head = spec.model.kv_heads();
+        cfg.ffn_hidden = spec.model.mlp_hidden();
+        cfg.tie_embeddings = spec.model.tie_embeddings;
+      }
       run.flops_per_token = cfg.flops_per_token(spec.model.seq_len);
       run.device = config::to_string(spec.device);
     } catch (const std::exception& e) {

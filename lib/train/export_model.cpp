@@ -16,7 +16,7 @@ constexpr uint32_t kExportTag = 0x7fff0002u;
 
 // Where each parameter of one rank's shard sits in that rank's flat buffer: the same
 // declarations as the rank's own ParameterSet (no memory is allocated).
-std::vector<model::Param> shard_layout(const model::GptConfig& cfg, const config::JobSpec& spec,
+std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const config::JobSpec& spec,
                                        const comm::Layout& layout, int tp_rank, int pp_rank,
                                        ops::Backend& backend, int64_t* total) {
   const model::GptShardSpec shard =
@@ -28,7 +28,7 @@ std::vector<model::Param> shard_layout(const model::GptConfig& cfg, const config
   return set.list();
 }
 
-void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const model::GptConfig& c,
+void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const model::ModelConfig& c,
                  const config::JobSpec& spec, const std::filesystem::path& path) {
   checkpoint::write_safetensors(path, tensors, checkpoint::nanogpt_metadata(c, spec.name));
 }

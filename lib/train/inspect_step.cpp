@@ -66,7 +66,7 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
   prepare_output_dir(out_dir);
   const int T = spec.model.seq_len, mb = spec.training.micro_batch_size;
   auto backend = ops::make_cpu_backend(backend_options(spec));
-  const model::GptConfig cfg = gpt_config(spec);
+  const model::ModelConfig cfg = gpt_config(spec);
   model::Gpt gpt(cfg, *backend, mb, T);
   gpt.init_weights(spec.seed);
   if (from) {

@@ -16,20 +16,17 @@ namespace ck = checkpoint;
 
 namespace {
 
-bool same_model(const model::GptConfig& a, const model::GptConfig& b) {
-  return a.vocab_size == b.vocab_size && a.max_seq_len == b.max_seq_len && a.n_layer == b.n_layer &&
-         a.n_head == b.n_head && a.d_model == b.d_model;
-}
+bool same_model(const model::ModelConfig& a, const model::ModelConfig& b) { return a == b; }
 
-std::string describe(const model::GptConfig& c) {
-  return "vocab " + std::to_string(c.vocab_size) + ", seq_len " + std::to_string(c.max_seq_len) +
-         ", " + std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
-         " heads, d_model " + std::to_string(c.d_model);
+std::string describe(const model::ModelConfig& c) {
+  return std::string(model::to_string(c.family)) + ", vocab " + std::to_string(c.vocab_size) +
+         ", seq_len " + std::to_string(c.max_seq_len) + ", " + std::to_string(c.n_layer) +
+         " layers, " + std::to_string(c.n_head) + " heads, d_model " + std::to_string(c.d_model);
 }
 
 // Opens and fully verifies `dir` (every shard's checksum, every tensor whole). Throws
 // CheckpointCorrupt when it is damaged, InputError when it holds another model.
-void verify_for_resume(const fs::path& dir, const model::GptConfig& model,
+void verify_for_resume(const fs::path& dir, const model::ModelConfig& model,
                        const std::function<void(const std::string&)>& say) {
   ck::CheckpointReader reader(dir);
   if (!same_model(reader.metadata().model, model)) {
@@ -66,7 +63,7 @@ void check_engine_extra(const ck::CheckpointMetadata& meta, const fs::path& dir)
 }
 
 std::optional<fs::path> choose_resume_checkpoint(
-    const fs::path& checkpoints_dir, const std::string& resume, const model::GptConfig& model,
+    const fs::path& checkpoints_dir, const std::string& resume, const model::ModelConfig& model,
     const std::function<void(const std::string&)>& say) {
   if (resume == "none") return std::nullopt;
   if (resume != "auto") {

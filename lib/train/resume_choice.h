@@ -18,7 +18,7 @@
 #include <string>
 
 #include "checkpoint/metadata.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 
 namespace trainctl::train {
 
@@ -26,7 +26,7 @@ namespace trainctl::train {
 // verified checkpoint directory, or nullopt to start from scratch.
 std::optional<std::filesystem::path> choose_resume_checkpoint(
     const std::filesystem::path& checkpoints_dir, const std::string& resume,
-    const model::GptConfig& model, const std::function<void(const std::string&)>& say);
+    const model::ModelConfig& model, const std::function<void(const std::string&)>& say);
 
 // The engine's own entries of metadata.json's "extra" (global_batch_size, loss_scale): a
 // CheckpointCorrupt naming the checkpoint and the field when present but ill-typed or out of

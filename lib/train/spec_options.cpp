@@ -15,13 +15,21 @@ constexpr std::chrono::milliseconds kGlooTimeoutMargin{5000};
 
 }  // namespace
 
-model::GptConfig gpt_config(const config::JobSpec& spec) {
-  model::GptConfig c;
+model::ModelConfig gpt_config(const config::JobSpec& spec) {
+  model::ModelConfig c;
   c.vocab_size = spec.model.vocab_size;
   c.max_seq_len = spec.model.seq_len;
   c.n_layer = spec.model.n_layer;
   c.n_head = spec.model.n_head;
   c.d_model = spec.model.d_model;
+  if (spec.model.is_llama()) {
+    c.family = model::Family::llama;
+    c.n_kv_head = spec.model.kv_heads();
+    c.ffn_hidden = spec.model.mlp_hidden();
+    c.norm_eps = static_cast<float>(spec.model.norm_eps);
+    c.rope_theta = static_cast<float>(spec.model.rope_theta);
+    c.tie_embeddings = spec.model.tie_embeddings;
+  }
   return c;
 }
 

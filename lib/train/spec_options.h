@@ -13,7 +13,7 @@
 #include "launch/tcp_store_client.h"
 #include "launch/watchdog.h"
 #include "model/gpt.h"
-#include "model/gpt_config.h"
+#include "model/model_config.h"
 #include "ops/backend.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -25,7 +25,7 @@ namespace trainctl::train {
 
 // ---- the engine (per worker: `groups` is this worker's place in the layout) ----------
 
-model::GptConfig gpt_config(const config::JobSpec& spec);
+model::ModelConfig gpt_config(const config::JobSpec& spec);
 data::DatasetOptions dataset_options(const config::JobSpec& spec);
 // This DP rank's share of each step's samples.
 data::BatchLayout batch_layout(const config::JobSpec& spec, const comm::ProcessGroups& groups);

@@ -33,7 +33,7 @@ std::unique_ptr<ops::Backend> make_engine_backend(const config::JobSpec& spec, i
 }
 
 void announce(const Engine& e, MetricsReporter& reporter) {
-  const model::GptConfig& cfg = e.gpt.config();
+  const model::ModelConfig& cfg = e.gpt.config();
   spdlog::info("model: GPT {} layers, {} heads, d_model {}, vocab {}, seq_len {}: {} parameters",
                cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab_size, e.layout.seq_len,
                cfg.num_params());

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   const bool tf32 = tf32_env != nullptr && std::strcmp(tf32_env, "1") == 0;
   if (peak < 0) peak = peak_tflops(a.devices[0], tf32, matmul);
 
-  model::GptConfig cfg;  // GPT-2 124M, vocabulary padded to a multiple of 128 (llm.c)
+  model::ModelConfig cfg;  // GPT-2 124M, vocabulary padded to a multiple of 128 (llm.c)
   cfg.vocab_size = 50304;
   cfg.max_seq_len = seq;
   cfg.n_layer = 12;

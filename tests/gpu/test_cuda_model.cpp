@@ -15,7 +15,7 @@ struct Step {
   double eval_loss = 0;
 };
 
-Step run_step(ops::Backend& be, const model::GptConfig& cfg, int B, int T,
+Step run_step(ops::Backend& be, const model::ModelConfig& cfg, int B, int T,
               const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets) {
   model::Gpt gpt(cfg, be, B, T);
   gpt.init_weights(1234);
@@ -33,7 +33,7 @@ Step run_step(ops::Backend& be, const model::GptConfig& cfg, int B, int T,
 
 TEST_CASE("one GPT step on CUDA matches the CPU backend", "[gpu][model]") {
   Backends b;
-  model::GptConfig cfg;
+  model::ModelConfig cfg;
   cfg.vocab_size = 96;
   cfg.max_seq_len = 32;
   cfg.n_layer = 2;

@@ -4,7 +4,8 @@
 # with `trainctl data prepare`, a tiny GPT trained 3 steps on tp 2 and exported at the end
 # (checkpoint.export_hf) and by `ckpt export --format hf` (the same bytes); then
 # check_hf_export.py compares transformers' loss, gradients and logits with trainctl's on one
-# batch, and the exported tokenizer with trainctl's encoding.
+# batch, and the exported tokenizer with trainctl's encoding. Then the same for a small
+# Llama (check_hf_export_llama.py: LlamaForCausalLM against trainctl and a plain Llama).
 # Usage: check_hf_export.sh TRAINCTL_BINARY. Exit 77 (skipped) when PyPI cannot be reached.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,3 +59,21 @@ head -c 3000 "$text" > "$work/sample.txt"
   --out "$work/sample.ids" 2>/dev/null
 "$venv/bin/python" "$here/check_hf_export.py" "$work/runs/hf-export/hf" "$work/step" \
   "$work/sample.txt" "$work/sample.ids"
+
+# Llama (LlamaForCausalLM): grouped-query attention (4 heads, 2 k/v heads), SwiGLU, RoPE with
+# Llama 3's theta, an untied head; trained on tp 2 x pp 2 and exported from the checkpoint.
+cat > "$work/llama.yaml" <<'YAML'
+name: hf-llama
+seed: 7
+model: {type: llama, vocab_size: 400, seq_len: 32, n_layer: 2, n_head: 4, n_kv_head: 2,
+        d_model: 64, ffn_hidden: 96, rope_theta: 500000}
+data: {type: tokens, path: data, val_fraction: 0}
+parallel: {tp: 2, pp: 2}
+training: {steps: 3, micro_batch_size: 4, global_batch_size: 4}
+optimizer: {lr: 1.0e-2, warmup_steps: 0}
+YAML
+"$bin" train "$work/llama.yaml" >/dev/null
+"$bin" ckpt export "$work/runs/hf-llama/checkpoints" --format hf --out "$work/hf-llama"
+"$bin" inspect step "$work/llama.yaml" --set parallel.tp=1 --set parallel.pp=1 \
+  --from "$work/runs/hf-llama" --out "$work/step-llama" >/dev/null
+"$venv/bin/python" "$here/check_hf_export_llama.py" "$work/hf-llama" "$work/step-llama"

@@ -101,6 +101,6 @@ TEST_CASE("eval of a checkpoint equals the val_loss training logged, on any layo
   CHECK(other_model.exit_code == 2);
   CHECK_THAT(other_model.err,
              Catch::Contains("step_00000003/metadata.json: the checkpoint holds "
-                             "another model (vocab_size 256, seq_len 16, n_layer 2, n_head 2, "
+                             "another model (gpt, vocab_size 256, seq_len 16, n_layer 2, n_head 2, "
                              "d_model 16)"));
 }

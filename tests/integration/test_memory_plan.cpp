@@ -25,6 +25,9 @@ fs::path write_memory_job(const fs::path& dir, const std::string& name, const st
 }
 
 const std::string kModel = "{vocab_size: 128, seq_len: 64, n_layer: 4, n_head: 4, d_model: 64}";
+const std::string kLlama =
+    "{type: llama, vocab_size: 128, seq_len: 64, n_layer: 4, n_head: 4, n_kv_head: 2, "
+    "d_model: 64, multiple_of: 32}";
 
 }  // namespace
 
@@ -52,7 +55,10 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
       {"tp2-pp2-interleaved", kModel, "{tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}",
        batch},
       {"long-seq", "{vocab_size: 128, seq_len: 512, n_layer: 2, n_head: 4, d_model: 64}", "{dp: 1}",
-       "micro_batch_size: 2, global_batch_size: 2"}};
+       "micro_batch_size: 2, global_batch_size: 2"},
+      {"llama", kLlama, "{dp: 1}", batch},
+      {"llama-tp2-pp2-selective", kLlama, "{tp: 2, pp: 2}",
+       batch + ", activation_checkpointing: selective"}};
   for (const Case& c : cases) {
     const fs::path job = write_memory_job(dir.path(), c.name, c.model, c.parallel, c.training);
     const ProcResult plan = run_trainctl({"plan", job.string(), "--json"}, dir.path());

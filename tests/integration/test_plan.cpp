@@ -2,6 +2,8 @@
 // simulated and drawn, without starting anything.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "integration/helpers.h"
 
 using namespace trainctl::test;
@@ -161,4 +163,39 @@ TEST_CASE("plan rejects a bad spec or option with exit code 2", "[plan][integrat
   ProcResult help = run_trainctl({"plan", "--help"}, dir.path());
   CHECK(help.exit_code == 0);
   CHECK_THAT(help.out, Catch::Contains("Example:") && Catch::Contains("--micro-batches"));
+}
+
+TEST_CASE("plan and validate size Llama 3 8B from its preset", "[plan][integration][llama]") {
+  TempDir dir("plan");
+  // Llama 3 8B on 256 GPUs: tp 8 splits its 8 k/v heads one per rank, pp 4 its 32 layers.
+  const fs::path job = dir / "llama3.yaml";
+  write_text(job,
+             "name: llama3\ndevice: cuda\nmodel: {preset: llama3-8b}\n"
+             "parallel: {dp: 8, tp: 8, pp: 4}\nprecision: {compute: bf16}\n"
+             "training: {micro_batch_size: 1, global_batch_size: 256,"
+             " activation_checkpointing: selective}\n");
+  ProcResult r = run_trainctl({"plan", job.string(), "--json"}, dir.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto plan = nlohmann::json::parse(r.out);
+  // Stage 0 holds the embedding (128256 x 4096 / tp) and 8 layers of 218 M weights / tp,
+  // 1082.75 MiB of fp32 parameters per rank.
+  const auto& stage0 = plan["memory_mb"][0];
+  INFO(stage0.dump());
+  CHECK(stage0["parameters"].get<double>() == Approx(1082.75).epsilon(1e-4));
+
+  // One worker's view: 8.03 B parameters (Meta's count), refused for memory with options.
+  write_text(job, "name: llama3\nmodel: {preset: llama3-8b}\n");
+  ProcResult v =
+      run_trainctl({"validate", job.string(), "--set", "runtime.memory_limit_mb=1e9"}, dir.path());
+  INFO(v.out << v.err);
+  CHECK_THAT(v.out, Catch::Contains("model:      llama llama3-8b: 32 layers, 32 heads x 128") &&
+                        Catch::Contains("8 k/v heads, SwiGLU 14336, rope_theta 500000") &&
+                        Catch::Contains("parameters: 8.03B"));
+
+  // tp must divide the 8 k/v heads.
+  write_text(job, "name: llama3\ndevice: cuda\nmodel: {preset: llama3-8b}\nparallel: {tp: 16}\n");
+  ProcResult bad = run_trainctl({"plan", job.string()}, dir.path());
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("must divide model.n_kv_head (8)"));
 }

@@ -95,6 +95,6 @@ TEST_CASE("sample refuses a checkpoint of another model", "[sample][integration]
   ProcResult r = sample(dir, dir / "run", "\x01", "1");
   INFO(r.err);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("step_00000003/metadata.json: not a GPT checkpoint (no "
-                                    "tensor transformer.wte.weight)"));
+  CHECK_THAT(r.err, Catch::Contains("step_00000003/metadata.json: not a gpt checkpoint as its "
+                                    "metadata says (no tensor transformer.wte.weight)"));
 }

@@ -207,3 +207,40 @@ TEST_CASE("a checkpoint missing a rank's file, a tensor or an optimizer state is
   CHECK_THAT(problems_with(m),
              Catch::Contains("holds transformer.h.9.ln_1.weight, which is not part of its model"));
 }
+
+TEST_CASE("a llama model's fields round-trip through metadata.json and are range-checked",
+          "[checkpoint]") {
+  ScratchDir dir;
+  write_all_ranks(dir.path(), kSaved, 5);
+  json doc = doc_of(dir.path());
+  // GPT metadata carries no family (checkpoints written before llama existed read the same).
+  CHECK_FALSE(doc["model"].contains("family"));
+  CHECK(read_metadata(dir.path()).model.family == trainctl::model::Family::gpt);
+  doc["model"]["family"] = "llama";
+  doc["model"]["n_kv_head"] = 1;
+  doc["model"]["ffn_hidden"] = 48;
+  doc["model"]["norm_eps"] = 1e-6;
+  doc["model"]["rope_theta"] = 500000.0;
+  doc["model"]["tie_embeddings"] = true;
+  write_resummed(dir.path(), doc);
+  const trainctl::model::ModelConfig m = read_metadata(dir.path()).model;
+  CHECK(m.llama());
+  CHECK(m.kv_heads() == 1);
+  CHECK(m.mlp_hidden() == 48);
+  CHECK(m.norm_eps == 1e-6f);
+  CHECK(m.rope_theta == 500000.0f);
+  CHECK(m.tie_embeddings);
+  // Written back (as float values widened to double), it reads as the same model.
+  const CheckpointMetadata meta = read_metadata(dir.path());
+  CHECK(metadata_from_json(to_json(meta), "x").model == meta.model);
+  const std::vector<std::pair<std::string, json>> bad = {
+      {"family", "mamba"}, {"n_kv_head", 3},      {"ffn_hidden", 0},
+      {"norm_eps", 2.0},   {"rope_theta", "big"}, {"tie_embeddings", 1}};
+  for (const auto& [key, value] : bad) {
+    INFO(key << " = " << value.dump());
+    json broken = doc;
+    broken["model"][key] = value;
+    write_resummed(dir.path(), broken);
+    CHECK_THAT(error_of(dir.path()), Catch::Contains("\"model." + key + "\""));
+  }
+}

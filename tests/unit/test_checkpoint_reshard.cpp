@@ -107,7 +107,7 @@ TEST_CASE("a checkpoint of another model or without a tensor is refused clearly"
   ScratchDir dir;
   write_all_ranks(dir.path(), {2, 1, 1}, 1, /*with_optimizer=*/false);
   CheckpointReader reader(dir.path());
-  model::GptConfig bigger = kCfg;
+  model::ModelConfig bigger = kCfg;
   bigger.d_model = 16;
   const model::ParamSpec p = model::gpt_param_specs(bigger, model::GptShardSpec::whole(bigger))[2];
   REQUIRE(p.name == "transformer.h.0.ln_1.weight");

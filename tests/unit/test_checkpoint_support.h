@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 // Small enough to be fast, divisible by tp 2 (heads, vocab, the q|k|v blocks), 4 blocks so
 // pp 2 with 2 virtual stages or pp 4 split it.
-inline const model::GptConfig kCfg{
+inline const model::ModelConfig kCfg{
     .vocab_size = 16, .max_seq_len = 8, .n_layer = 4, .n_head = 4, .d_model = 8};
 inline constexpr int kSeqLen = 8;
 inline const std::vector<std::string> kStates = {"exp_avg", "exp_avg_sq"};
@@ -41,7 +41,7 @@ struct ShardLayout {
 
 // Rank (pp_rank, tp_rank)'s parameters (Megatron order with dp = 1: TP fastest).
 inline std::vector<model::ParamSpec> rank_params(const ShardLayout& l, int rank,
-                                                 const model::GptConfig& cfg = kCfg) {
+                                                 const model::ModelConfig& cfg = kCfg) {
   const int tp_rank = rank % l.tp, pp_rank = rank / l.tp;
   return model::gpt_param_specs(
       cfg, model::GptShardSpec::of(cfg, kSeqLen, l.pp, pp_rank, l.virtual_stages, l.tp, tp_rank));

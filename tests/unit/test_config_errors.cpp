@@ -183,9 +183,15 @@ parallel:
 )",
                 "job.yaml:2:9:", "optimizer.type", {"adamw | sgd", "`adamw`"});
   require_error(R"(model:
-  type: llama
+  type: llamma
 )",
-                "job.yaml:2:9:", "model.type", {"must be one of gpt"});
+                "job.yaml:2:9:", "model.type", {"gpt | llama", "`llama`"});
+  // The Llama family's keys mean nothing to GPT.
+  require_error(R"(model:
+  type: gpt
+  n_kv_head: 2
+)",
+                "job.yaml:3:14:", "model.n_kv_head", {"applies to model.type llama only"});
   require_error(R"(model:
   preset: gpt-smal
 )",

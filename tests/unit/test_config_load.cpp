@@ -107,7 +107,23 @@ TEST_CASE("config: presets fill dimensions and explicit ones win", "[config]") {
   CHECK(mixed.model.d_model == 128);
   CHECK(mixed.model.n_head == 4);
 
-  CHECK(trainctl::config::preset_names().size() == 3);
+  // Llama presets set the type and the family's own dimensions.
+  const JobSpec llama = parse_job_spec("model: {preset: llama3-8b}\n", "job.yaml", "/tmp");
+  CHECK(llama.model.is_llama());
+  CHECK(llama.model.n_layer == 32);
+  CHECK(llama.model.d_model == 4096);
+  CHECK(llama.model.n_head == 32);
+  CHECK(llama.model.kv_heads() == 8);
+  CHECK(llama.model.mlp_hidden() == 14336);
+  CHECK(llama.model.vocab_size == 128256);
+  CHECK(llama.model.rope_theta == 500000.0);
+  CHECK_FALSE(llama.model.tie_embeddings);
+  // Meta's SwiGLU width rule: 8 d_model / 3 rounded up to multiple_of.
+  const JobSpec rule = parse_job_spec(
+      "model: {type: llama, d_model: 4096, n_head: 32, multiple_of: 256}\n", "job.yaml", "/tmp");
+  CHECK(rule.model.mlp_hidden() == 11008);
+
+  CHECK(trainctl::config::preset_names().size() == 7);
   CHECK_FALSE(trainctl::config::find_preset("gpt-huge").has_value());
 }
 

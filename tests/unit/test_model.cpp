@@ -11,8 +11,8 @@
 using namespace trainctl;
 
 namespace {
-model::GptConfig tiny() {
-  model::GptConfig c;
+model::ModelConfig tiny() {
+  model::ModelConfig c;
   c.vocab_size = 19;
   c.max_seq_len = 8;
   c.n_layer = 2;
@@ -122,7 +122,7 @@ TEST_CASE("GPT learns the synthetic Markov chain and results do not depend on th
   o.seq_len = 16;
   o.seed = 1;
   data::SyntheticDataset ds(o);
-  model::GptConfig c;
+  model::ModelConfig c;
   c.vocab_size = 32;
   c.max_seq_len = 16;
   c.n_layer = 1;
@@ -150,4 +150,82 @@ TEST_CASE("GPT learns the synthetic Markov chain and results do not depend on th
   CHECK(one.front() == Approx(std::log(32.0)).epsilon(0.05));
   CHECK(one.back() < one.front() - 1.0);
   for (size_t i = 0; i < one.size(); ++i) CHECK(two[i] == Approx(one[i]).epsilon(1e-4));
+}
+
+namespace {
+// 4 query heads on 2 k/v heads of 4 dims, SwiGLU width 24, untied head.
+model::ModelConfig tiny_llama(bool tied = false) {
+  model::ModelConfig c = tiny();
+  c.family = model::Family::llama;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.ffn_hidden = 24;
+  c.tie_embeddings = tied;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("Llama parameters: Hugging Face names, shapes, count and gradient pieces", "[model]") {
+  auto be = ops::make_cpu_backend({});
+  model::Gpt gpt(tiny_llama(), *be, 2, 8);
+  const auto& p = gpt.params();
+  CHECK(p.list().size() == 1 + 2 * 9 + 2);
+  CHECK(p.find("model.embed_tokens.weight").shape == Shape{19, 16});
+  CHECK(p.find("model.layers.1.self_attn.q_proj.weight").shape == Shape{16, 16});
+  CHECK(p.find("model.layers.1.self_attn.k_proj.weight").shape == Shape{8, 16});
+  CHECK(p.find("model.layers.1.self_attn.v_proj.weight").shape == Shape{8, 16});
+  CHECK(p.find("model.layers.0.self_attn.o_proj.weight").shape == Shape{16, 16});
+  CHECK(p.find("model.layers.0.mlp.gate_proj.weight").shape == Shape{24, 16});
+  CHECK(p.find("model.layers.0.mlp.down_proj.weight").shape == Shape{16, 24});
+  CHECK(p.find("lm_head.weight").shape == Shape{19, 16});
+  CHECK_FALSE(p.find("model.layers.0.input_layernorm.weight").weight_decay);
+  CHECK(p.find("model.layers.0.mlp.up_proj.weight").weight_decay);
+  int64_t n = 0;
+  for (const auto& q : p.list()) n += q.numel;
+  CHECK(n == tiny_llama().num_params());
+  CHECK(gpt.tied_embedding_param() == -1);
+  const auto pieces = gpt.grad_pieces();
+  REQUIRE(pieces.size() == 2 * 4 + 1);
+  CHECK(pieces[0].first == p.find("model.layers.1.mlp.gate_proj.weight").offset);
+  CHECK(pieces[1].first == p.find("model.layers.1.post_attention_layernorm.weight").offset);
+  CHECK(pieces[2].first == p.find("model.layers.1.self_attn.q_proj.weight").offset);
+  CHECK(pieces[3].first == p.find("model.layers.1.input_layernorm.weight").offset);
+  for (size_t i = 1; i < pieces.size(); ++i) CHECK(pieces[i].second == pieces[i - 1].first);
+  CHECK(pieces.back().first == 0);
+  // Tied: no lm_head, one parameter fewer, the head reads the embedding.
+  model::Gpt tied(tiny_llama(true), *be, 2, 8);
+  CHECK(tied.params().list().size() == p.list().size() - 1);
+  CHECK(tied.head_weight() == tied.tied_embedding_param());
+}
+
+TEST_CASE("Llama backward matches a finite-difference directional derivative", "[model]") {
+  auto be = ops::make_cpu_backend({});
+  const int B = 2, T = 8;
+  const bool tied = GENERATE(false, true);
+  model::Gpt gpt(tiny_llama(tied), *be, B, T);
+  gpt.init_weights(3);
+  auto& p = gpt.params();
+  for (int64_t i = 0; i < p.total(); ++i) p.data()[i] *= 4.0f;
+  std::vector<int32_t> x, y;
+  batch(x, y, B, T, 19, 13);
+  y[5] = -1;
+  p.zero_grads();
+  int64_t n = 0;
+  gpt.forward_backward(x.data(), y.data(), 1.0f / static_cast<float>(B * T - 1), &n);
+  std::vector<float> w0(p.data(), p.data() + p.total()), d(w0.size());
+  double gd = 0.0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    d[i] = static_cast<float>(rng::normal(98, i));
+    gd += static_cast<double>(d[i]) * p.grads()[i];
+  }
+  auto loss_at = [&](double eps) {
+    for (size_t i = 0; i < d.size(); ++i) p.data()[i] = w0[i] + static_cast<float>(eps) * d[i];
+    int64_t c = 0;
+    return gpt.forward_loss(x.data(), y.data(), &c) / static_cast<double>(c);
+  };
+  const double eps = 1e-4;
+  const double fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps);
+  INFO("tied " << tied << " analytic " << gd << " finite difference " << fd);
+  CHECK(std::abs(gd) > 1e-2);
+  CHECK(fd == Approx(gd).epsilon(2e-3));
 }

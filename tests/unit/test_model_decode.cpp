@@ -12,19 +12,28 @@ using namespace trainctl;
 
 namespace {
 
-model::GptConfig tiny_config() {
-  model::GptConfig c;
+model::ModelConfig tiny_config(model::Family family = model::Family::gpt) {
+  model::ModelConfig c;
   c.vocab_size = 37;
   c.max_seq_len = 16;
   c.n_layer = 2;
   c.n_head = 2;
   c.d_model = 16;
+  if (family == model::Family::llama) {
+    // Grouped-query attention (4 query heads on 2 k/v heads), SwiGLU, untied head.
+    c.family = family;
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.ffn_hidden = 24;
+    c.tie_embeddings = false;
+    c.rope_theta = 500000.0f;
+  }
   return c;
 }
 
 // A decoder holding a GPT-2-initialised model (the training model's own initialisation), with
 // non-zero biases and LayerNorm parameters so every parameter takes part.
-model::GptDecoder make_decoder(ops::Backend& be, const model::GptConfig& c) {
+model::GptDecoder make_decoder(ops::Backend& be, const model::ModelConfig& c) {
   model::Gpt gpt(c, be, 1, c.max_seq_len);
   gpt.init_weights(7);
   std::mt19937 rng(3);
@@ -52,7 +61,8 @@ double max_rel_error(const float* a, const float* b, size_t n) {
 
 TEST_CASE("KV-cache decoding gives the logits of a full forward at every position", "[model]") {
   auto be = ops::make_cpu_backend({});
-  const model::GptConfig c = tiny_config();
+  const model::ModelConfig c = tiny_config(GENERATE(model::Family::gpt, model::Family::llama));
+  INFO(model::to_string(c.family));
   model::GptDecoder dec = make_decoder(*be, c);
   const std::vector<int32_t> tokens = {3, 36, 0, 17, 17, 5, 9, 21, 30, 1, 2, 4, 8, 16, 32, 11};
   const std::vector<float> full = dec.forward_full(tokens);
@@ -69,7 +79,7 @@ TEST_CASE("KV-cache decoding gives the logits of a full forward at every positio
 
 TEST_CASE("greedy sampling picks the argmax of the full forward at each position", "[model]") {
   auto be = ops::make_cpu_backend({});
-  const model::GptConfig c = tiny_config();
+  const model::ModelConfig c = tiny_config();
   model::GptDecoder dec = make_decoder(*be, c);
   const std::vector<int32_t> prompt = {5, 6, 7};
   const std::vector<int32_t> out = model::generate(dec, prompt, 10, {0.0f, 0, 1});
@@ -87,7 +97,7 @@ TEST_CASE("greedy sampling picks the argmax of the full forward at each position
 
 TEST_CASE("a seed fixes the sampled tokens and top-k keeps to the k most likely", "[model]") {
   auto be = ops::make_cpu_backend({});
-  const model::GptConfig c = tiny_config();
+  const model::ModelConfig c = tiny_config();
   model::GptDecoder dec = make_decoder(*be, c);
   const std::vector<int32_t> prompt = {1};
   const model::SampleOptions a{1.5f, 0, 42}, b{1.5f, 0, 43};
@@ -104,4 +114,36 @@ TEST_CASE("a seed fixes the sampled tokens and top-k keeps to the k most likely"
     CHECK((t == 3 || t == 7));
   }
   CHECK(model::sample_token(logits, {0.0f, 0, 0}, rng) == 3);
+}
+
+TEST_CASE("the decoder's full forward has the training model's loss, for both families",
+          "[model]") {
+  auto be = ops::make_cpu_backend({});
+  const model::ModelConfig c = tiny_config(GENERATE(model::Family::gpt, model::Family::llama));
+  INFO(model::to_string(c.family));
+  model::Gpt gpt(c, *be, 1, c.max_seq_len);
+  gpt.init_weights(9);
+  model::GptDecoder dec(c, *be, [&](const std::string& name, float* out, size_t numel) {
+    const model::Param& p = gpt.params().find(name);
+    REQUIRE(static_cast<size_t>(p.numel) == numel);
+    std::copy_n(gpt.params().data() + p.offset, numel, out);
+  });
+  std::vector<int32_t> tokens(static_cast<size_t>(c.max_seq_len)), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7 + 3) % 37);
+    targets[i] = static_cast<int32_t>((i * 5 + 1) % 37);
+  }
+  int64_t count = 0;
+  const double want = gpt.forward_loss(tokens.data(), targets.data(), &count);
+  const std::vector<float> logits = dec.forward_full(tokens);
+  double got = 0.0;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const float* row = logits.data() + t * c.vocab_size;
+    double mx = row[0], sum = 0.0;
+    for (int v = 0; v < c.vocab_size; ++v) mx = std::max(mx, double{row[v]});
+    for (int v = 0; v < c.vocab_size; ++v) sum += std::exp(row[v] - mx);
+    got += mx + std::log(sum) - row[targets[t]];
+  }
+  CHECK(count == c.max_seq_len);
+  CHECK(got == Approx(want).epsilon(1e-5));
 }

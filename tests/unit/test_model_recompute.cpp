@@ -12,13 +12,21 @@ using namespace trainctl;
 
 namespace {
 
-model::GptConfig small() {
-  model::GptConfig c;
+// GPT, or Llama with grouped-query attention (4 heads sharing 2 k/v heads) and SwiGLU.
+model::ModelConfig small(model::Family family = model::Family::gpt) {
+  model::ModelConfig c;
   c.vocab_size = 19;
   c.max_seq_len = 8;
   c.n_layer = 4;
   c.n_head = 2;
   c.d_model = 16;
+  if (family == model::Family::llama) {
+    c.family = family;
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.ffn_hidden = 24;
+    c.tie_embeddings = false;
+  }
   return c;
 }
 
@@ -29,11 +37,11 @@ struct Step {
   std::vector<float> grads;
 };
 
-Step one_step(model::Recompute mode) {
+Step one_step(model::Recompute mode, model::Family family) {
   auto be = ops::make_cpu_backend({});
   model::GptOptions options;
   options.recompute = mode;
-  model::Gpt gpt(small(), *be, kB, kT, options);
+  model::Gpt gpt(small(family), *be, kB, kT, options);
   gpt.init_weights(5);
   std::vector<int32_t> x(kB * kT), y(kB * kT);
   for (size_t i = 0; i < x.size(); ++i) {
@@ -50,14 +58,14 @@ Step one_step(model::Recompute mode) {
   return s;
 }
 
-size_t measured_bytes(const model::GptOptions& options) {
+size_t measured_bytes(const model::ModelConfig& c, const model::GptOptions& options) {
   auto be = ops::make_cpu_backend({});
-  model::Gpt gpt(small(), *be, kB, kT, options);
+  model::Gpt gpt(c, *be, kB, kT, options);
   return be->peak_allocated_bytes();
 }
 
-size_t modelled_bytes(const model::GptOptions& options) {
-  const model::GptMemoryFloats m = model::gpt_memory_floats(small(), options, kB, kT);
+size_t modelled_bytes(const model::ModelConfig& c, const model::GptOptions& options) {
+  const model::GptMemoryFloats m = model::gpt_memory_floats(c, options, kB, kT);
   return static_cast<size_t>(2 * m.params + m.activations + m.recompute + m.workspace) *
          sizeof(float);
 }
@@ -65,10 +73,11 @@ size_t modelled_bytes(const model::GptOptions& options) {
 }  // namespace
 
 TEST_CASE("recomputation gives the gradients of the full forward, bit for bit", "[model]") {
-  const Step none = one_step(model::Recompute::none);
+  const model::Family family = GENERATE(model::Family::gpt, model::Family::llama);
+  const Step none = one_step(model::Recompute::none, family);
   for (model::Recompute mode : {model::Recompute::selective, model::Recompute::full}) {
-    INFO(model::to_string(mode));
-    const Step s = one_step(mode);
+    INFO(model::to_string(family) << " " << model::to_string(mode));
+    const Step s = one_step(mode, family);
     CHECK(s.loss == none.loss);
     REQUIRE(s.grads.size() == none.grads.size());
     CHECK(std::memcmp(s.grads.data(), none.grads.data(), s.grads.size() * sizeof(float)) == 0);
@@ -77,7 +86,7 @@ TEST_CASE("recomputation gives the gradients of the full forward, bit for bit", 
 
 TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keeps less",
           "[model][memory]") {
-  const model::GptConfig c = small();
+  const model::ModelConfig c = small(GENERATE(model::Family::gpt, model::Family::llama));
   struct Case {
     const char* name;
     model::GptShardSpec shard;
@@ -97,8 +106,9 @@ TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keep
       options.shard = k.shard;
       options.slots = k.slots;
       options.recompute = mode;
-      const size_t bytes = measured_bytes(options);
-      CHECK(bytes == modelled_bytes(options));
+      INFO(model::to_string(c.family));
+      const size_t bytes = measured_bytes(c, options);
+      CHECK(bytes == modelled_bytes(c, options));
       const model::GptMemoryFloats m = model::gpt_memory_floats(c, options, kB, kT);
       CHECK((mode == model::Recompute::none) == (m.recompute == 0));
       if (previous > 0) CHECK(bytes < previous);

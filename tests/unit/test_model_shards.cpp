@@ -17,7 +17,7 @@ namespace comm = trainctl::comm;
 
 namespace {
 
-const model::GptConfig kCfg{
+const model::ModelConfig kCfg{
     .vocab_size = 32, .max_seq_len = 8, .n_layer = 4, .n_head = 4, .d_model = 16};
 constexpr int B = 2, T = 8;
 
@@ -76,7 +76,7 @@ TEST_CASE("pipeline partition balances blocks and the LM head", "[model]") {
   CHECK(two[0] == model::LayerRange{0, 2});
   CHECK(two[1] == model::LayerRange{2, 4});
   // A head as costly as several blocks pushes blocks to the earlier stages.
-  model::GptConfig big_vocab = kCfg;
+  model::ModelConfig big_vocab = kCfg;
   big_vocab.vocab_size = 16 * 12 * 16 * 2;  // head = 2 blocks' worth
   big_vocab.n_layer = 6;
   const auto parts = model::partition_layers(big_vocab, T, 2);

@@ -71,6 +71,13 @@ std::vector<float> run_elementwise(cpu::Isa isa) {
   be.lm_head_cross_entropy(losses.data(), dlx.data(), dwte.data(), x.data(), wte.data(),
                            targets.data(), N, C, V, 1.0f / N);
   keep(losses), keep(dlx), keep(dwte);
+  // SwiGLU, H = 41: vector loops and a scalar tail on every row.
+  const int H = C / 2;
+  std::vector<float> act(size_t(N) * H), dgu(size_t(N) * 2 * H);
+  be.swiglu_forward(act.data(), x.data(), N, H);
+  keep(act);
+  be.swiglu_backward(dgu.data(), g.data(), x.data(), N, H);
+  keep(dgu);
   return all;
 }
 
@@ -137,7 +144,7 @@ TEST_CASE("attention gives the same result on every CPU kernel path", "[ops][isa
   }
 }
 
-TEST_CASE("gelu, layernorm, AdamW and the LM head softmax are bitwise equal on every path",
+TEST_CASE("gelu, layernorm, AdamW, the LM head softmax and SwiGLU are bitwise equal on every path",
           "[ops][isa]") {
   const std::vector<float> want = run_elementwise(cpu::Isa::generic);
   for (cpu::Isa isa : cpu::supported_isas()) {

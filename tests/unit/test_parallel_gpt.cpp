@@ -16,7 +16,7 @@ namespace model = trainctl::model;
 namespace ops = trainctl::ops;
 
 TEST_CASE("GradSync on a GPT's backward pass equals a blocking allreduce after it", "[parallel]") {
-  const model::GptConfig cfg{
+  const model::ModelConfig cfg{
       .vocab_size = 64, .max_seq_len = 16, .n_layer = 3, .n_head = 2, .d_model = 32};
   const int B = 2, T = 16, accum = 2, dp_size = 2;
   std::vector<std::vector<float>> overlapped(dp_size), blocking(dp_size);
@@ -74,7 +74,7 @@ struct RunResult {
 // Trains the tiny GPT for `steps` steps on a global batch of 4 sequences split over
 // `dp_size` ranks (and micro-batches of 2 sequences within a rank); returns each rank's view.
 std::vector<RunResult> train(int dp_size, const parallel::DataParallelOptions& options, int steps) {
-  const model::GptConfig cfg{
+  const model::ModelConfig cfg{
       .vocab_size = 64, .max_seq_len = 16, .n_layer = 3, .n_head = 2, .d_model = 32};
   const int B = 2, T = 16, global = 4;
   const int accum = global / B / dp_size;

@@ -17,7 +17,7 @@ namespace ops = trainctl::ops;
 
 namespace {
 
-const model::GptConfig kConfig{
+const model::ModelConfig kConfig{
     .vocab_size = 64, .max_seq_len = 16, .n_layer = 3, .n_head = 2, .d_model = 32};
 
 struct Run {

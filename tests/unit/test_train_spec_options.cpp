@@ -42,7 +42,7 @@ runtime: {comm_timeout_s: 12.5, allreduce_algo: ring}
 TEST_CASE("spec options: model, data, optimizer, schedule and backend", "[train]") {
   const config::JobSpec s = spec_from(kJob);
 
-  const model::GptConfig c = train::gpt_config(s);
+  const model::ModelConfig c = train::gpt_config(s);
   CHECK(c.vocab_size == 96);
   CHECK(c.max_seq_len == 32);
   CHECK(c.n_layer == 4);

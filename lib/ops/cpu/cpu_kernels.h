@@ -52,6 +52,12 @@ struct CpuKernels {
   // Returns the loss -log softmax(logits)[target]. When `backward`, the row becomes
   // dloss * (softmax - onehot(target)).
   float (*xent_row)(float* logits, int V, int target, float dloss, bool backward);
+
+  // --- SwiGLU over rows [r0, r1) of (gate | up), 2H floats each ---------------------
+  // out [.., H] = silu(gate) * up; backward: dgate_up (=) from dout and the input.
+  void (*swiglu_forward_rows)(float* out, const float* gate_up, int64_t r0, int64_t r1, int H);
+  void (*swiglu_backward_rows)(float* dgate_up, const float* dout, const float* gate_up, int64_t r0,
+                               int64_t r1, int H);
 };
 
 // The table for `isa`; throws IsaError if this binary does not carry that path.

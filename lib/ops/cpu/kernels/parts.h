@@ -29,5 +29,8 @@ void layernorm_backward_rows(float* dinp, float* dweight, float* dbias, const fl
                              const float* inp, const float* weight, const float* mean,
                              const float* rstd, int64_t r0, int64_t r1, int C);
 float xent_row(float* logits, int V, int target, float dloss, bool backward);
+void swiglu_forward_rows(float* out, const float* gate_up, int64_t r0, int64_t r1, int H);
+void swiglu_backward_rows(float* dgate_up, const float* dout, const float* gate_up, int64_t r0,
+                          int64_t r1, int H);
 
 }  // namespace trainctl::ops::cpu::TRAINCTL_ISA

@@ -16,6 +16,8 @@ const CpuKernels& kernel_table() {
       .layernorm_forward_rows = &layernorm_forward_rows,
       .layernorm_backward_rows = &layernorm_backward_rows,
       .xent_row = &xent_row,
+      .swiglu_forward_rows = &swiglu_forward_rows,
+      .swiglu_backward_rows = &swiglu_backward_rows,
   };
   return kTable;
 }

@@ -1,0 +1,45 @@
+#pragma once
+// Model dimensions as the model layer sees them (it knows nothing of YAML job specs): one
+// decoder-only transformer, in one of two architecture families.
+//   gpt:   nanoGPT's GPT-2 — learned positions, LayerNorm with biases, 4x MLP with tanh-GELU,
+//          biases everywhere, LM head tied to the token embedding.
+//   llama: Meta's Llama 2/3 — rotary position embeddings (rope_theta), RMSNorm (norm_eps),
+//          SwiGLU MLP of width ffn_hidden, grouped-query attention (n_kv_head k/v heads),
+//          no biases, untied LM head unless tie_embeddings.
+#include <cstdint>
+
+namespace trainctl::model {
+
+enum class Family { gpt, llama };
+const char* to_string(Family f);
+
+struct ModelConfig {
+  int vocab_size = 256;
+  int max_seq_len = 128;  // T: the longest sequence (gpt: the learned position table's size)
+  int n_layer = 2;
+  int n_head = 4;
+  int d_model = 128;
+  Family family = Family::gpt;
+  // Llama family (gpt ignores them: n_kv_head = n_head, ffn 4 d_model, tied).
+  int n_kv_head = 0;   // 0 = n_head
+  int ffn_hidden = 0;  // 0 = 4 d_model
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  bool tie_embeddings = true;
+
+  bool llama() const { return family == Family::llama; }
+  int head_dim() const { return d_model / n_head; }
+  int kv_heads() const { return llama() && n_kv_head > 0 ? n_kv_head : n_head; }
+  int mlp_hidden() const { return llama() && ffn_hidden > 0 ? ffn_hidden : 4 * d_model; }
+  bool tied() const { return !llama() || tie_embeddings; }
+  // Rows of the fused q | k | v projection: (n_head + 2 n_kv_head) * head_dim.
+  int qkv_rows() const { return (n_head + 2 * kv_heads()) * head_dim(); }
+  // Parameters with a tied LM head counted once (nanoGPT's get_num_params counts wpe too).
+  int64_t num_params() const;
+  // Training FLOPs per token, PaLM appendix B: 6N + 12 * n_layer * d_model * seq_len.
+  double flops_per_token(int seq_len) const;
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+}  // namespace trainctl::model
