@@ -167,62 +167,55 @@ ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& o) {
   return export_hf_gpt2(reader, o);
 }
 
-ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& o) {
-  const fs::path model_file = o.out_dir / "model.safetensors";
-  check_export_target(reader.dir(), model_file);
-  require_gpt_checkpoint(reader);
-  const std::vector<std::string> problems = reader.check_coverage();
-  if (!problems.empty()) throw CheckpointCorrupt(problems.front());
-  // trainctl's llama tensors already carry LlamaForCausalLM's names and nn.Linear layouts,
-  // and its RoPE is transformers' rotate_half: the tensors go out as they are.
-  const std::vector<std::string> names = model_tensor_names(reader);
-  std::vector<SafetensorsEntry> entries;
-  for (const std::string& name : names) {
-    entries.push_back({name, "F32", reader.global_shape(name), 0, 0});
-  }
-  const std::string header = encode_safetensors_header(
-      entries, {{"format", "pt"}, {"producer", "trainctl " TRAINCTL_VERSION}});
-  std::error_code ec;
-  fs::create_directories(o.out_dir, ec);
-  if (ec) throw InputError(o.out_dir.string() + ": cannot create the directory: " + ec.message());
-  const ExportSummary summary = write_model_file(reader, names, header, model_file);
-  const model::ModelConfig& c = reader.metadata().model;
-  write_text(o.out_dir / "config.json", llama_config(c, o.eos_token_id).dump(2) + "\n");
-  copy_tokenizer(o, c.max_seq_len);
-  return summary;
-}
+namespace {
 
-ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {
+// What both architectures share: the checks, model.safetensors under transformers' names
+// (GPT-2's Conv1D weights, when `transpose_conv1d`, stored [in, out]: the transpose of
+// trainctl's and nn.Linear's [out, in]), config.json and the tokenizer files.
+ExportSummary write_hf_folder(CheckpointReader& reader, const HfExportOptions& o,
+                              bool transpose_conv1d, const nlohmann::json& config) {
   const fs::path model_file = o.out_dir / "model.safetensors";
   check_export_target(reader.dir(), model_file);
   require_gpt_checkpoint(reader);
   const std::vector<std::string> problems = reader.check_coverage();
   if (!problems.empty()) throw CheckpointCorrupt(problems.front());
   const std::vector<std::string> names = model_tensor_names(reader);
+  auto transposed_here = [&](const std::string& name) {
+    return transpose_conv1d && is_conv1d(name);
+  };
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names) {
     Shape shape = reader.global_shape(name);
-    if (is_conv1d(name)) std::reverse(shape.begin(), shape.end());
+    if (transposed_here(name)) std::reverse(shape.begin(), shape.end());
     entries.push_back({name, "F32", shape, 0, 0});
   }
   // transformers refuses safetensors files whose metadata lacks format "pt".
   const std::string header = encode_safetensors_header(
       entries, {{"format", "pt"}, {"producer", "trainctl " TRAINCTL_VERSION}});
-
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError(o.out_dir.string() + ": cannot create the directory: " + ec.message());
-  // Conv1D stores [in, out]: the transpose of trainctl's (and nn.Linear's) [out, in].
   const ExportSummary summary = write_model_file(
       reader, names, header, model_file, [&](const std::string& name, std::vector<float>& values) {
-        if (!is_conv1d(name)) return;
+        if (!transposed_here(name)) return;
         const Shape s = reader.global_shape(name);
         values = transposed(values, s[0], s[1]);
       });
-  const model::ModelConfig& c = reader.metadata().model;
-  write_text(o.out_dir / "config.json", gpt2_config(c, o.eos_token_id).dump(2) + "\n");
-  copy_tokenizer(o, c.max_seq_len);
+  write_text(o.out_dir / "config.json", config.dump(2) + "\n");
+  copy_tokenizer(o, reader.metadata().model.max_seq_len);
   return summary;
+}
+
+}  // namespace
+
+// trainctl's llama tensors already carry LlamaForCausalLM's names and nn.Linear layouts,
+// and its RoPE is transformers' rotate_half: the tensors go out as they are.
+ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& o) {
+  return write_hf_folder(reader, o, false, llama_config(reader.metadata().model, o.eos_token_id));
+}
+
+ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {
+  return write_hf_folder(reader, o, true, gpt2_config(reader.metadata().model, o.eos_token_id));
 }
 
 }  // namespace trainctl::checkpoint

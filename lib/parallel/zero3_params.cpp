@@ -207,6 +207,12 @@ Zero3Params::Slot& Zero3Params::gathered(int unit, const Slot* keep) {
   if (&slots_[victim_] == keep) victim_ = 1 - victim_;
   Slot& s = slots_[victim_];
   victim_ = 1 - victim_;
+  start_gather(unit, s);
+  queue_.wait(s.ticket);
+  return s;
+}
+
+void Zero3Params::start_gather(int unit, Slot& s) {
   const Zero3Unit& u = units_[static_cast<size_t>(unit)];
   const float* in = unit_shard(shard_params_, u);
   float* out = s.data;
@@ -214,8 +220,6 @@ Zero3Params::Slot& Zero3Params::gathered(int unit, const Slot* keep) {
   s.unit = unit;
   sent_bytes_ += ring_allgather_sent(n * sizeof(float), dp_.size());
   s.ticket = queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
-  queue_.wait(s.ticket);
-  return s;
 }
 
 Zero3Params::GradSlot& Zero3Params::grad_slot(int unit) {
@@ -250,14 +254,7 @@ void Zero3Params::prefetch(int unit, const Slot& keep) {
   for (const Slot& s : slots_) {
     if (s.unit == unit) return;
   }
-  Slot& s = &slots_[0] == &keep ? slots_[1] : slots_[0];
-  const Zero3Unit& u = units_[static_cast<size_t>(unit)];
-  const float* in = unit_shard(shard_params_, u);
-  float* out = s.data;
-  const auto n = static_cast<size_t>(u.layout.shard_size);
-  s.unit = unit;
-  sent_bytes_ += ring_allgather_sent(n * sizeof(float), dp_.size());
-  s.ticket = queue_.submit([this, in, out, n] { dp_.allgather(in, out, n); });
+  start_gather(unit, &slots_[0] == &keep ? slots_[1] : slots_[0]);
 }
 
 void Zero3Params::before_forward(int block) {

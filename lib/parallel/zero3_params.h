@@ -139,6 +139,8 @@ class Zero3Params {
   // Starts the reduce-scatter of `unit`'s gradient slot.
   void release_grads(int unit);
   void prefetch(int unit, const Slot& keep);
+  // Submits the allgather of `unit` into slot `s` on the communication thread.
+  void start_gather(int unit, Slot& s);
   void add_reduced(GradSlot& g);
   int unit_of_block(int block) const { return unit_of_block_.at(static_cast<size_t>(block)); }
   float* unit_shard(float* base, const Zero3Unit& u) const { return base + u.shard_pos; }
