@@ -48,9 +48,19 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
     << "\n";
   if (m.is_llama()) {
-    // Resolved: the k/v heads and the MLP width the model is built with.
-    y << "  n_kv_head: " << m.kv_heads() << "\n  ffn_hidden: " << m.mlp_hidden()
-      << "\n  multiple_of: " << m.multiple_of << "\n  norm_eps: " << format_real(m.norm_eps)
+    // As written, so that parsing this text gives this spec back; what an unset n_kv_head
+    // or ffn_hidden resolves to is shown as a comment.
+    if (m.n_kv_head > 0) {
+      y << "  n_kv_head: " << m.n_kv_head << "\n";
+    } else {
+      y << "  # n_kv_head: " << m.kv_heads() << "  (unset: n_head)\n";
+    }
+    if (m.ffn_hidden > 0) {
+      y << "  ffn_hidden: " << m.ffn_hidden << "\n";
+    } else {
+      y << "  # ffn_hidden: " << m.mlp_hidden() << "  (unset: from d_model and multiple_of)\n";
+    }
+    y << "  multiple_of: " << m.multiple_of << "\n  norm_eps: " << format_real(m.norm_eps)
       << "\n  rope_theta: " << format_real(m.rope_theta)
       << "\n  tie_embeddings: " << (m.tie_embeddings ? "true" : "false") << "\n";
   }

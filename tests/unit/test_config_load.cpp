@@ -236,6 +236,10 @@ runtime: {max_restarts: 4, comm_timeout_s: 12.25, comm_selftest: false}
       "name: local\nparallel: {dp: 2, dp_sync: local_sgd, sync_every: 3}\n",
       "name: psgd\nparallel: {dp: 2, grad_compression: powersgd, powersgd_rank: 8}\n",
       "name: bf16\nparallel: {dp: 2, grad_compression: bf16}\n",
+      // Unset n_kv_head and ffn_hidden (derived) must stay unset through the round trip.
+      "name: llama\nmodel: {preset: llama-small}\n",
+      "name: llama-explicit\nmodel: {type: llama, n_head: 8, n_kv_head: 2, d_model: 64, "
+      "ffn_hidden: 96, rope_theta: 500000, norm_eps: 1.0e-6, tie_embeddings: true}\n",
   };
   for (const std::string& text : specs) {
     const JobSpec s = parse_job_spec(text, "job.yaml", dir.path());
