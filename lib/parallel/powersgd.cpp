@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/cpu/sgemm.h"
 #include "util/random.h"
 
 namespace trainctl::parallel {
@@ -117,17 +118,10 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
     float* m = grads + g.offset;
     const float* e = error_.data() + err_offset_[k];
     for (int64_t i = 0; i < g.rows * g.cols; ++i) m[i] += e[i];
-    const float* q = q_.data() + q_offset_[k];
-    float* p = p_.data() + po;
-    for (int64_t i = 0; i < g.rows; ++i) {
-      const float* row = m + i * g.cols;
-      for (int j = 0; j < r; ++j) {
-        const float* qj = q + j * g.cols;
-        float dot = 0;
-        for (int64_t c = 0; c < g.cols; ++c) dot += row[c] * qj[c];
-        p[j * g.rows + i] = dot;
-      }
-    }
+    const auto rows = static_cast<int>(g.rows), cols = static_cast<int>(g.cols);
+    // P is kept transposed, [r, rows]: Pᵀ = Q Mᵀ with Q [r, cols].
+    ops::cpu::sgemm_serial(false, true, r, rows, cols, 1.0f, q_.data() + q_offset_[k], cols, m,
+                           cols, 0.0f, p_.data() + po, rows);
     po += static_cast<size_t>(g.rows * r);
   }
   if (p_total > 0 && ranks > 1) {
@@ -146,25 +140,12 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
     orthonormalise(p, g.rows, r);
     const float* m = grads + g.offset;
     float* q = q_local_.data() + qo;
-    std::fill(q, q + g.cols * r, 0.0f);
-    for (int64_t i = 0; i < g.rows; ++i) {
-      const float* row = m + i * g.cols;
-      for (int j = 0; j < r; ++j) {
-        const float pij = p[j * g.rows + i];
-        float* qj = q + j * g.cols;
-        for (int64_t c = 0; c < g.cols; ++c) qj[c] += pij * row[c];
-      }
-    }
+    const auto rows = static_cast<int>(g.rows), cols = static_cast<int>(g.cols);
+    // Q [r, cols] = P̂ᵀ M; e = M - P̂ Q.
+    ops::cpu::sgemm_serial(false, false, r, cols, rows, 1.0f, p, rows, m, cols, 0.0f, q, cols);
     float* e = error_.data() + err_offset_[k];
-    for (int64_t i = 0; i < g.rows; ++i) {
-      const float* row = m + i * g.cols;
-      float* erow = e + i * g.cols;
-      for (int64_t c = 0; c < g.cols; ++c) {
-        float approx = 0;
-        for (int j = 0; j < r; ++j) approx += p[j * g.rows + i] * q[j * g.cols + c];
-        erow[c] = row[c] - approx;
-      }
-    }
+    std::copy(m, m + g.rows * g.cols, e);
+    ops::cpu::sgemm_serial(true, false, rows, cols, r, -1.0f, p, rows, q, cols, 1.0f, e, cols);
     std::copy(q, q + g.cols * r, q_send_.begin() + static_cast<std::ptrdiff_t>(qo));
     po += static_cast<size_t>(g.rows * r);
     qo += static_cast<size_t>(g.cols * r);
@@ -188,16 +169,9 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
     const int r = ranks_[k];
     const float* p = p_.data() + po;
     const float* q = q_send_.data() + qo;
-    float* out = grads + g.offset;
-    for (int64_t i = 0; i < g.rows; ++i) {
-      float* row = out + i * g.cols;
-      std::fill(row, row + g.cols, 0.0f);
-      for (int j = 0; j < r; ++j) {
-        const float pij = p[j * g.rows + i];
-        const float* qj = q + j * g.cols;
-        for (int64_t c = 0; c < g.cols; ++c) row[c] += pij * qj[c];
-      }
-    }
+    const auto rows = static_cast<int>(g.rows), cols = static_cast<int>(g.cols);
+    ops::cpu::sgemm_serial(true, false, rows, cols, r, 1.0f, p, rows, q, cols, 0.0f,
+                           grads + g.offset, cols);
     std::copy(q, q + g.cols * r, q_.begin() + q_offset_[k]);
     po += static_cast<size_t>(g.rows * r);
     qo += static_cast<size_t>(g.cols * r);
