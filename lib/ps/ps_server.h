@@ -1,0 +1,86 @@
+#pragma once
+// One parameter server (`parallel.mode: parameter_server`): holds a shard of the
+// parameters (ps/shard_plan.h) and their AdamW state, applies the workers' gradients by
+// the bounded-staleness rule (ps/staleness_rule.h) and answers each push with the fresh
+// parameters of its shard. Its own process (`trainctl worker` with
+// TRAINCTL_PS_SERVER=s, started and supervised by the launcher like a worker).
+//
+// Life of a server:
+//   PsServer server(config);            // listens on config.bind_addr, port() ephemeral
+//   publish(server.port());             // the caller puts host:port in the store
+//   server.serve();                     // until every worker has said goodbye
+// serve() accepts one connection per worker, waits for worker 0's seed (the parameters
+// and optimizer state to start from: fresh, or a checkpoint's), answers pulls, pushes
+// and state requests, and returns when every worker has said goodbye. A worker whose
+// connection ends without goodbye (it died) makes serve() throw ServerError naming the
+// worker; the launcher then stops the job and restarts it from the last checkpoint.
+//
+// Server 0 also steers the run (the other servers answer these fields with zeros):
+//   - done: once the gradients received reach training.steps x workers (the same token
+//     budget as synchronous data parallelism, however it is split between fast and slow
+//     workers), every reply says done;
+//   - checkpoint: each time the gradients received reach a multiple of
+//     checkpoint.every_steps x workers, each worker's next reply says checkpoint (once per
+//     worker), and the workers save together;
+//   - stop: a push carrying a stop request (a signal reached that worker) makes every
+//     later reply say stop;
+//   - metrics: each reply to a worker carries the loss sums of the gradients applied
+//     since that worker's previous reply and a histogram of their staleness.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model/shard.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace trainctl::ps {
+
+class ServerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ServerConfig {
+  int index = 0;  // this server, 0 <= index < servers
+  int servers = 1;
+  int workers = 1;
+  int max_staleness = 0;                 // K
+  std::vector<model::ParamSpec> params;  // the WHOLE model's parameters, in flat order
+  optim::OptimizerOptions optimizer;
+  // The learning rate of an update is schedule.at(g), g = gradients applied before it /
+  // workers (the global step, as synchronous DP counts it).
+  optim::LrSchedule schedule;
+  int64_t total_steps = 1;       // training.steps
+  int64_t checkpoint_every = 0;  // checkpoint.every_steps (0: no periodic checkpoints)
+  std::string bind_addr = "0.0.0.0";
+  // How long to wait for the workers to connect and for worker 0's seed.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(300)};
+};
+
+class PsServer {
+ public:
+  // Builds the shard's ParameterSet and optimizer, binds and listens. Throws ServerError
+  // when it cannot listen.
+  explicit PsServer(ServerConfig config);
+  ~PsServer();
+  PsServer(const PsServer&) = delete;
+  PsServer& operator=(const PsServer&) = delete;
+
+  int port() const;
+  // Serves until every worker said goodbye (see above). Throws ServerError.
+  void serve();
+
+  // After serve(): updates applied, and the largest staleness of any applied gradient.
+  int64_t updates() const;
+  int64_t max_staleness_seen() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace trainctl::ps
