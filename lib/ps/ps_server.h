@@ -77,6 +77,10 @@ class PsServer {
   // After serve(): updates applied, and the largest staleness of any applied gradient.
   int64_t updates() const;
   int64_t max_staleness_seen() const;
+  // Gradients received so far, counting from the seed's global_step x workers (safe to
+  // call from another thread while serve() runs: progress, and tests that need a known
+  // arrival order).
+  int64_t gradients_received() const;
 
  private:
   struct State;
