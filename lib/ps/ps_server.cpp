@@ -129,7 +129,7 @@ PsServer::State::State(ServerConfig c)
   }
   shard = plan[static_cast<size_t>(config.index)];
 
-  backend = ops::make_cpu_backend({.threads = 1});
+  backend = ops::make_cpu_backend({.threads = std::max(config.threads, 1)});
   set = std::make_unique<model::ParameterSet>(*backend);
   for (size_t i = shard.first_param; i < shard.last_param; ++i) set->declare(config.params[i]);
   set->allocate();

@@ -57,6 +57,8 @@ struct ServerConfig {
   int64_t total_steps = 1;       // training.steps
   int64_t checkpoint_every = 0;  // checkpoint.every_steps (0: no periodic checkpoints)
   std::string bind_addr = "0.0.0.0";
+  // CPU threads for the server's updates (its backend's pool; the AdamW pass is parallel).
+  int threads = 1;
   // How long to wait for the workers to connect and for worker 0's seed.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(300)};
 };

@@ -174,6 +174,7 @@ TEST_CASE(
     INFO("servers: " << S);
     constexpr int W = 2, kSteps = 3;
     ps::ServerConfig config = base_config(S, W, 0);
+    config.threads = S;      // the update is elementwise: threads change nothing
     config.total_steps = 4;  // seeded at global step 1: done after 3 more
     config.checkpoint_every = 2;
     Whole ref(config);
