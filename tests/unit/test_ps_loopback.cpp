@@ -168,7 +168,7 @@ void wait_received(const Servers& servers, int64_t n) {
 
 TEST_CASE(
     "parameter servers, K=0: the same parameters and state as one optimizer on the "
-    "mean gradient; done, checkpoint and stop steering",
+    "mean gradient, and done, checkpoint and stop steering",
     "[ps]") {
   for (int S : {1, 2}) {
     INFO("servers: " << S);
