@@ -37,8 +37,10 @@ struct PushInfo {
 
 // Server 0's steering (ps/ps_server.h) and this push's accounting.
 struct PushReply {
-  int64_t global_step = 0;  // server 0's gradients applied / workers
-  int64_t version = 0;      // server 0's version after this push was applied
+  int64_t global_step = 0;  // server 0's gradients applied / workers (after this update)
+  // Server 0's version after this push was applied: its update count, starting from the
+  // seed's global_step (so with K = 0 it equals global_step).
+  int64_t version = 0;
   bool done = false;
   bool stop = false;
   bool checkpoint = false;
@@ -48,7 +50,9 @@ struct PushReply {
   int64_t loss_count = 0;
   int64_t gradients = 0;
   std::vector<int64_t> staleness;
-  int64_t bytes_sent = 0;  // this push's payload bytes, to every server together
+  // This push's float payload bytes (gradients out, parameters back; headers not
+  // counted), to and from every server together.
+  int64_t bytes_sent = 0;
   int64_t bytes_received = 0;
 };
 

@@ -57,6 +57,8 @@ struct ServerConfig {
   int64_t total_steps = 1;       // training.steps
   int64_t checkpoint_every = 0;  // checkpoint.every_steps (0: no periodic checkpoints)
   std::string bind_addr = "0.0.0.0";
+  // CPU threads for the server's updates (its backend's pool; the AdamW pass is parallel).
+  int threads = 1;
   // How long to wait for the workers to connect and for worker 0's seed.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(300)};
 };
@@ -77,6 +79,10 @@ class PsServer {
   // After serve(): updates applied, and the largest staleness of any applied gradient.
   int64_t updates() const;
   int64_t max_staleness_seen() const;
+  // Gradients received so far, counting from the seed's global_step x workers (safe to
+  // call from another thread while serve() runs: progress, and tests that need a known
+  // arrival order).
+  int64_t gradients_received() const;
 
  private:
   struct State;

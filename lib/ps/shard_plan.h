@@ -26,5 +26,8 @@ struct ServerShard {
 // Throws std::invalid_argument when servers < 1 or servers > params.size() (a server
 // would hold nothing).
 std::vector<ServerShard> plan_shards(const std::vector<model::Param>& params, int servers);
+// The same for a parameter list not yet declared (offsets and sizes as a ParameterSet
+// declaring `specs` would give them: model::flat_offsets).
+std::vector<ServerShard> plan_shards(const std::vector<model::ParamSpec>& specs, int servers);
 
 }  // namespace trainctl::ps
