@@ -75,7 +75,10 @@ std::string to_yaml(const JobSpec& s) {
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
   if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
-  if (p.grad_compression == "powersgd") y << "  powersgd_rank: " << p.powersgd_rank << "\n";
+  if (p.grad_compression == "powersgd") {
+    y << "  powersgd_rank: " << p.powersgd_rank
+      << "\n  powersgd_warmup_steps: " << p.powersgd_warmup_steps << "\n";
+  }
   if (p.dp_sync != "allreduce") {
     y << "  dp_sync: " << p.dp_sync << "\n  sync_every: " << p.sync_every << "\n";
     if (p.dp_sync == "diloco") {

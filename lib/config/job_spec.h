@@ -66,13 +66,18 @@ struct ParallelSpec : Layout {
   // outer_lr / outer_momentum on the averaged parameter change).
   std::string dp_sync = "allreduce";
   int sync_every = 1;
-  double outer_lr = 0.7;
-  double outer_momentum = 0.9;
+  // Defaults measured for small H (docs/communication-efficient-dp.md): the paper's 0.7 /
+  // 0.9 are for H in the hundreds and diverge at H = 8.
+  double outer_lr = 0.9;
+  double outer_momentum = 0.3;
   // none | bf16 | powersgd: how DP gradients are compressed on the wire. bf16 is grad_comm:
   // bf16 under its newer name (both keys are read; they must agree); powersgd sends each 2-D
   // gradient as rank-`powersgd_rank` factors with error feedback (parallel/powersgd.h).
   std::string grad_compression = "none";
   int powersgd_rank = 4;
+  // PowerSGD's first optimizer steps summed uncompressed (PyTorch's start_powerSGD_iter);
+  // see docs/communication-efficient-dp.md for the default.
+  int powersgd_warmup_steps = 0;
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -115,16 +115,20 @@ void read_dp_sync(const MapReader& r, ParallelSpec& parallel) {
   }
 }
 
-// parallel.grad_compression (with grad_comm, its older spelling of bf16) and powersgd_rank.
+// parallel.grad_compression (with grad_comm, its older spelling of bf16) and the powersgd_*
+// keys.
 void read_grad_compression(const MapReader& r, ParallelSpec& parallel) {
   r.read_choice(
       "grad_compression", parallel.grad_compression, {"none", "bf16", "powersgd"},
       {{"fp32", "none"}, {"off", "none"}, {"bfloat16", "bf16"}, {"power_sgd", "powersgd"}});
   r.read("powersgd_rank", parallel.powersgd_rank, {1, 1 << 16});
-  if (r.has("powersgd_rank") && parallel.grad_compression != "powersgd") {
-    r.fail_at("powersgd_rank",
-              "is used only with grad_compression: powersgd; remove it or set "
-              "parallel.grad_compression: powersgd.");
+  r.read("powersgd_warmup_steps", parallel.powersgd_warmup_steps, {0});
+  for (const char* key : {"powersgd_rank", "powersgd_warmup_steps"}) {
+    if (r.has(key) && parallel.grad_compression != "powersgd") {
+      r.fail_at(key,
+                "is used only with grad_compression: powersgd; remove it or set "
+                "parallel.grad_compression: powersgd.");
+    }
   }
   if (parallel.grad_compression == "bf16") {
     if (r.has("grad_comm") && parallel.grad_comm != "bf16") {
@@ -141,7 +145,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   const MapReader r =
       top.section("parallel", {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm",
                                "bucket_mb", "dp_sync", "sync_every", "outer_lr", "outer_momentum",
-                               "grad_compression", "powersgd_rank"});
+                               "grad_compression", "powersgd_rank", "powersgd_warmup_steps"});
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});

@@ -67,6 +67,9 @@ std::string describe_comm(const JobSpec& s) {
     text += ", " + p.dp_sync + ": replicas meet every " + std::to_string(p.sync_every) + " steps";
   } else if (p.dp > 1 && p.grad_compression == "powersgd") {
     text += ", gradients as PowerSGD rank-" + std::to_string(p.powersgd_rank) + " factors";
+    if (p.powersgd_warmup_steps > 0) {
+      text += " after " + std::to_string(p.powersgd_warmup_steps) + " uncompressed steps";
+    }
   } else if (p.dp > 1) {
     text += ", gradients in " + p.grad_comm;
   }

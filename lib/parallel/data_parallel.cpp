@@ -49,7 +49,8 @@ DataParallel::~DataParallel() {
   if (sync_) gpt_.set_grad_ready_hook({});
 }
 
-void DataParallel::begin_step() {
+void DataParallel::begin_step(int64_t step) {
+  if (sync_) sync_->begin_step(step);
   if (zero3_) zero3_->begin_step();
 }
 

@@ -6,7 +6,7 @@
 //
 // Per optimizer step, on every rank of the DP group:
 //   gpt.params().zero_grads();
-//   dp.begin_step();
+//   dp.begin_step(step);
 //   for (int m = 0; m < accum; ++m) {
 //     dp.begin_micro_batch(m == accum - 1);
 //     gpt.forward_backward(...);
@@ -17,6 +17,7 @@
 //   dp.clip_grad_norm(norm, max_norm);
 //   dp.step(lr);                         // every rank now holds the same updated model
 //   dp.stats();                          // this step's communication time, exposed part
+#include <cstdint>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -73,9 +74,10 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
-  // Before the step's first forward pass (after gpt.params().zero_grads()): ZeRO-3 zeroes
-  // its gradient shards.
-  void begin_step();
+  // Before the step's first forward pass (after gpt.params().zero_grads()) of optimizer
+  // step `step` (0-based): ZeRO-3 zeroes its gradient shards; PowerSGD sends this step
+  // uncompressed while it is inside its warm-up (PowerSgdOptions::warmup_steps).
+  void begin_step(int64_t step);
   // Before each micro-batch's forward/backward; `last` for the step's final one.
   void begin_micro_batch(bool last);
   // After the step's last backward pass: waits for the overlapped buckets (rethrowing a

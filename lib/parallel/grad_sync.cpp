@@ -46,6 +46,15 @@ GradSync::~GradSync() {
   if (thread_.joinable()) thread_.join();
 }
 
+void GradSync::begin_step(int64_t step) {
+  if (syncing_) {
+    throw std::logic_error(
+        "GradSync: a step began while the previous step's gradients were still being reduced; "
+        "call finish() after the step's last micro-batch");
+  }
+  step_ = step;
+}
+
 void GradSync::begin_micro_batch(bool last) {
   if (syncing_) {
     throw std::logic_error(
@@ -54,6 +63,12 @@ void GradSync::begin_micro_batch(bool last) {
   }
   syncing_ = last;
   if (!last) return;
+  {
+    // The communication thread is idle (every bucket of the last step is completed); the
+    // lock orders this write before the buckets it will dequeue.
+    std::lock_guard<std::mutex> lock(mutex_);
+    compress_ = powersgd_ != nullptr && powersgd_->compresses_at(step_);
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     layers_pending_[b] = buckets_[b].last_layer - buckets_[b].first_layer + 1;
   }
@@ -121,7 +136,7 @@ void GradSync::finish() {
     bytes += static_cast<size_t>(buckets_[b].size()) * reducer_.wire_bytes_per_element();
     sent += reducer_.sent_bytes(static_cast<size_t>(buckets_[b].size()));
   }
-  if (communicate_ && !powersgd_) {
+  if (communicate_ && !compress_) {
     s.wire_bytes = bytes;
     s.sent_bytes = sent;
   }
@@ -142,7 +157,7 @@ void GradSync::comm_loop() {
       StepCommStats compressed;
       const auto t0 = Clock::now();
       try {
-        if (powersgd_) {
+        if (compress_) {
           compressed = powersgd_->reduce_bucket(grads_, bucket);
         } else {
           reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));

@@ -59,6 +59,12 @@ class GradSync {
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
 
+  // The optimizer step (0-based) the following micro-batches belong to; call it before
+  // the step's first begin_micro_batch(). Only PowerSGD looks at it: its warm-up steps
+  // (PowerSgd::compresses_at) reduce the buckets exactly as without compression. Throws
+  // std::logic_error while a syncing micro-batch is not finish()ed.
+  void begin_step(int64_t step);
+
   // Call before each micro-batch's backward pass. `last` = this micro-batch completes the
   // step's gradients: its buckets are reduced as they become final. Throws
   // std::logic_error if the previous syncing micro-batch was not finish()ed.
@@ -95,6 +101,7 @@ class GradSync {
 
   // Main thread only.
   bool syncing_ = false;
+  int64_t step_ = 0;
   std::vector<int> layers_pending_;  // per bucket, layers not yet ready this micro-batch
   std::vector<char> layer_ready_;
   StepCommStats stats_;
@@ -102,6 +109,10 @@ class GradSync {
   // Communication thread only.
   GradReducer reducer_;
   std::unique_ptr<PowerSgd> powersgd_;
+  // Whether this step's buckets go through powersgd_ (false during its warm-up). Written
+  // by the main thread when a syncing micro-batch begins, before its first bucket is
+  // queued (under mutex_), read by the communication thread for the buckets it dequeues.
+  bool compress_ = false;
 
   // Shared, under mutex_.
   std::mutex mutex_;

@@ -48,8 +48,9 @@ std::vector<GradMatrix> gradient_matrices(const model::ParameterSet& params) {
 
 PowerSgd::PowerSgd(comm::Communicator& dp, std::vector<GradMatrix> matrices,
                    const PowerSgdOptions& options)
-    : dp_(dp), matrices_(std::move(matrices)) {
+    : dp_(dp), warmup_steps_(options.warmup_steps), matrices_(std::move(matrices)) {
   if (options.rank < 1) throw std::invalid_argument("PowerSGD: rank must be >= 1");
+  if (warmup_steps_ < 0) throw std::invalid_argument("PowerSGD: warmup_steps must be >= 0");
   int64_t q_total = 0, err_total = 0;
   for (size_t k = 0; k < matrices_.size(); ++k) {
     const GradMatrix& g = matrices_[k];

@@ -44,18 +44,30 @@ struct PowerSgdOptions {
   uint64_t seed = 0;  // Q's first values: a pure function of (seed, GradMatrix::key)
   // false: compress every matrix, even when that sends more bytes (tests at full rank).
   bool only_when_smaller = true;
+  // Optimizer steps (the first ones, 0-based steps [0, warmup_steps)) whose buckets are
+  // summed uncompressed, like PyTorch's start_powerSGD_iter: the first gradients are the
+  // largest and least alike from step to step, so a rank-r approximation of them loses
+  // most, and error feedback would start out carrying that loss. Compression then starts
+  // with zero error feedback and the initial Q, as at step 0 without a warm-up.
+  int64_t warmup_steps = 0;
 };
 
 class PowerSgd {
  public:
   // `matrices` lie in the flat gradient buffer, each inside one bucket. Throws
-  // std::invalid_argument for rank < 1 or a matrix with a dimension < 1.
+  // std::invalid_argument for rank < 1, warmup_steps < 0 or a matrix with a dimension < 1.
   PowerSgd(comm::Communicator& dp, std::vector<GradMatrix> matrices,
            const PowerSgdOptions& options);
 
   // Sums grads[bucket.begin, bucket.end) over the DP group: the compressed matrices as
   // above, the rest exactly (fp32 allreduce). Returns what this rank sent.
   StepCommStats reduce_bucket(float* grads, const Bucket& bucket);
+
+  // Whether optimizer step `step` (0-based) compresses (it is past the warm-up). During the
+  // warm-up the caller sums the buckets as it would without compression, so those steps are
+  // exactly uncompressed data parallelism, and error feedback and Q stay untouched.
+  bool compresses_at(int64_t step) const { return step >= warmup_steps_; }
+  int64_t warmup_steps() const { return warmup_steps_; }
 
   // Which matrices are compressed, and their rank.
   bool compressed(size_t matrix) const { return ranks_[matrix] > 0; }
@@ -72,6 +84,7 @@ class PowerSgd {
 
  private:
   comm::Communicator& dp_;
+  int64_t warmup_steps_;
   std::vector<GradMatrix> matrices_;
   std::vector<int> ranks_;           // 0: sent as it is
   std::vector<int64_t> q_offset_;    // into q_

@@ -42,7 +42,7 @@ void Engine::set_trace(observe::TraceRecorder* recorder) {
 StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
                                const StepRequests& asked) {
   gpt.params().zero_grads();
-  data_parallel.begin_step();
+  data_parallel.begin_step(step);
   double loss_sum = 0.0;
   int64_t loss_count = 0;
   StepOutcome out;

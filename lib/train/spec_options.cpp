@@ -114,8 +114,11 @@ parallel::DataParallelOptions data_parallel_options(const config::JobSpec& spec,
     o.norm.dp_stride = groups.layout.tp;
   }
   if (spec.parallel.grad_compression == "powersgd") {
-    o.sync.powersgd = parallel::PowerSgdOptions{
-        .rank = spec.parallel.powersgd_rank, .seed = spec.seed, .only_when_smaller = true};
+    o.sync.powersgd =
+        parallel::PowerSgdOptions{.rank = spec.parallel.powersgd_rank,
+                                  .seed = spec.seed,
+                                  .only_when_smaller = true,
+                                  .warmup_steps = spec.parallel.powersgd_warmup_steps};
   }
   o.periodic.mode = parallel::parse_dp_sync_mode(spec.parallel.dp_sync);
   o.periodic.sync_every = spec.parallel.sync_every;

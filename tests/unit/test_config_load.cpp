@@ -235,6 +235,7 @@ runtime: {max_restarts: 4, comm_timeout_s: 12.25, comm_selftest: false}
       "outer_momentum: 0.8}\n",
       "name: local\nparallel: {dp: 2, dp_sync: local_sgd, sync_every: 3}\n",
       "name: psgd\nparallel: {dp: 2, grad_compression: powersgd, powersgd_rank: 8}\n",
+      "name: psgd-warm\nparallel: {dp: 2, grad_compression: powersgd, powersgd_warmup_steps: 30}\n",
       "name: bf16\nparallel: {dp: 2, grad_compression: bf16}\n",
       // Unset n_kv_head and ffn_hidden (derived) must stay unset through the round trip.
       "name: llama\nmodel: {preset: llama-small}\n",

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "parallel/powersgd.h"
@@ -119,5 +120,23 @@ TEST_CASE("PowerSGD sends small matrices as they are and restores its state",
     CHECK(g == g2);
     CHECK_THROWS_AS(b.load(a.error(kTotal), {}), std::invalid_argument);
     CHECK_THROWS_AS(PowerSgd(dp, kMatrices, {.rank = 0}), std::invalid_argument);
+  });
+}
+
+TEST_CASE("PowerSGD warm-up: which steps compress, and a negative warm-up is refused",
+          "[parallel][powersgd]") {
+  parallel::testing::on_dp_group(1, [&](trainctl::comm::Communicator& dp) {
+    const PowerSgd none(dp, kMatrices, {.rank = 2, .seed = 1});
+    CHECK(none.compresses_at(0));
+    const PowerSgd warm(dp, kMatrices, {.rank = 2, .seed = 1, .warmup_steps = 3});
+    CHECK(warm.warmup_steps() == 3);
+    CHECK_FALSE(warm.compresses_at(0));
+    CHECK_FALSE(warm.compresses_at(2));
+    CHECK(warm.compresses_at(3));
+    // The state a compressed step starts from is the one it would have at step 0.
+    CHECK(warm.q() == none.q());
+    CHECK(warm.error(kTotal) == std::vector<float>(kTotal, 0.0f));
+    CHECK_THROWS_AS(PowerSgd(dp, kMatrices, {.rank = 2, .warmup_steps = -1}),
+                    std::invalid_argument);
   });
 }

@@ -52,7 +52,7 @@ std::vector<Run> train(int dp_size, int zero, model::Recompute recompute, int st
     std::vector<int32_t> tokens(B * T), targets(B * T);
     for (int step = 0; step < steps; ++step) {
       gpt.params().zero_grads();
-      ddp.begin_step();
+      ddp.begin_step(step);
       double loss = 0;
       for (int m = 0; m < accum; ++m) {
         const int first_seq = (dp.rank() * accum + m) * B;
