@@ -73,6 +73,13 @@ struct ParallelSpec : Layout {
   // gradient as rank-`powersgd_rank` factors with error feedback (parallel/powersgd.h).
   std::string grad_compression = "none";
   int powersgd_rank = 4;
+  // data_parallel | parameter_server. parameter_server: the dp workers push gradients to
+  // `servers` server processes, each holding a shard of the parameters and of AdamW's
+  // state, and pull fresh parameters back, asynchronously within `max_staleness` updates
+  // (lib/ps/staleness_rule.h; 0 = synchronous).
+  std::string mode = "data_parallel";
+  int ps_servers = 1;
+  int ps_max_staleness = 0;
 
   bool operator==(const ParallelSpec&) const = default;
 };
