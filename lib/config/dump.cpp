@@ -87,6 +87,11 @@ std::string to_yaml(const JobSpec& s) {
     }
   }
 
+  if (p.mode != "data_parallel") {
+    y << "  mode: " << p.mode << "\n  parameter_server:\n    servers: " << p.ps_servers
+      << "\n    max_staleness: " << p.ps_max_staleness << "\n";
+  }
+
   const TrainingSpec& t = s.training;
   y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size
     << "\n  global_batch_size: " << t.global_batch_size

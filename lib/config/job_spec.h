@@ -78,6 +78,13 @@ struct ParallelSpec : Layout {
   // PowerSGD's first optimizer steps summed uncompressed (PyTorch's start_powerSGD_iter);
   // see docs/communication-efficient-dp.md for the default.
   int powersgd_warmup_steps = 0;
+  // data_parallel | parameter_server. parameter_server: the dp workers push gradients to
+  // `servers` server processes, each holding a shard of the parameters and of AdamW's
+  // state, and pull fresh parameters back, asynchronously within `max_staleness` updates
+  // (lib/ps/staleness_rule.h; 0 = synchronous).
+  std::string mode = "data_parallel";
+  int ps_servers = 1;
+  int ps_max_staleness = 0;
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -63,7 +63,12 @@ std::string describe_comm(const JobSpec& s) {
     text = "Gloo over TCP only, allreduce " + algo;
   }
   const ParallelSpec& p = s.parallel;
-  if (p.dp > 1 && p.dp_sync != "allreduce") {
+  if (p.mode == "parameter_server") {
+    text += ", " + std::to_string(p.ps_servers) + " parameter server(s) over TCP, " +
+            (p.ps_max_staleness == 0
+                 ? std::string("synchronous (max_staleness 0)")
+                 : "asynchronous within " + std::to_string(p.ps_max_staleness) + " update(s)");
+  } else if (p.dp > 1 && p.dp_sync != "allreduce") {
     text += ", " + p.dp_sync + ": replicas meet every " + std::to_string(p.sync_every) + " steps";
   } else if (p.dp > 1 && p.grad_compression == "powersgd") {
     text += ", gradients as PowerSGD rank-" + std::to_string(p.powersgd_rank) + " factors";

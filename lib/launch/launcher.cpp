@@ -115,6 +115,9 @@ class Launcher {
   // Every node sees node 0's run_dir, data file and spec, else InputError on every node.
   void check_shared_files();
   void start_workers(int attempt);
+  void start_servers(int attempt, const std::string& exe, int port);
+  // "rank R" for a worker, "parameter server S" for a server process.
+  std::string label(int rank) const;
   AttemptResult supervise(int attempt);
   void stop_workers(milliseconds grace);
   AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
@@ -330,7 +333,7 @@ void Launcher::start_workers(int attempt) {
   const std::string exe = opt_.worker_exe.empty() ? self_exe() : opt_.worker_exe;
   const int port = server_ ? server_->port() : opt_.cluster.master_port;
   workers_.clear();
-  workers_.reserve(static_cast<size_t>(per_node_));
+  workers_.reserve(static_cast<size_t>(per_node_ + spec_.parallel.ps_servers));
   for (int local = 0; local < per_node_; ++local) {
     WorkerEnv env;
     env.rank = node_ * per_node_ + local;
@@ -360,6 +363,48 @@ void Launcher::start_workers(int attempt) {
   spdlog::info("started {} worker(s) for ranks {}..{} (attempt {}); logs in {}", per_node_,
                node_ * per_node_, node_ * per_node_ + per_node_ - 1, attempt,
                (spec_.run_dir / "logs").string());
+  if (spec_.parallel.mode == "parameter_server" && node_ == 0) start_servers(attempt, exe, port);
+}
+
+// parallel.mode: parameter_server: the servers run on node 0 beside its workers, as
+// processes supervised like them (a server that dies fails the attempt, which restarts
+// from the last checkpoint like any other failure). They are `trainctl worker` with
+// TRAINCTL_PS_SERVER set, ranks world_size + s in the launcher's accounting only.
+void Launcher::start_servers(int attempt, const std::string& exe, int port) {
+  const int servers = spec_.parallel.ps_servers;
+  for (int s = 0; s < servers; ++s) {
+    WorkerEnv env;
+    env.rank = spec_.world_size() + s;
+    env.local_rank = per_node_ + s;
+    env.world_size = spec_.world_size();
+    env.node_rank = node_;
+    env.nnodes = nnodes_;
+    env.store_addr = store_addr_;
+    env.store_port = port;
+    env.token = token_;
+    env.node_addr = node_addr_;
+    env.run_dir = spec_.run_dir;
+    env.config = spec_.run_dir / "config.resolved.yaml";
+    env.mode = opt_.mode;
+    env.restart = attempt;
+    env.ps_server = s;
+    WorkerCommand cmd;
+    cmd.exe = exe;
+    cmd.args = {"worker"};
+    cmd.env = worker_env_vars(env);
+    cmd.env.insert(cmd.env.end(), opt_.worker_env.begin(), opt_.worker_env.end());
+    cmd.log_path = spec_.run_dir / "logs" / ("server" + std::to_string(s) + ".log");
+    workers_.emplace_back(env.rank, cmd, signals_.original_mask());
+  }
+  spdlog::info("started {} parameter server(s) (attempt {}); logs in {}/server<S>.log", servers,
+               attempt, (spec_.run_dir / "logs").string());
+}
+
+std::string Launcher::label(int rank) const {
+  if (rank >= spec_.world_size()) {
+    return "parameter server " + std::to_string(rank - spec_.world_size());
+  }
+  return "rank " + std::to_string(rank);
 }
 
 void Launcher::stop_workers(milliseconds grace) {
@@ -422,14 +467,14 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
   AttemptResult r;
   if (culprit == nullptr) {
     r.ending = Ending::preempted;
-    r.reason = "preempted: rank " + std::to_string(ended.front()->rank()) + " was stopped (" +
+    r.reason = "preempted: " + label(ended.front()->rank()) + " was stopped (" +
                ended.front()->describe_exit() + ")";
     return r;
   }
   r.ending = Ending::failed;
   r.culprit = culprit;
   r.culprit_exit_code = culprit->exit_code();
-  r.reason = "rank " + std::to_string(culprit->rank()) + " on node " + std::to_string(node_) +
+  r.reason = label(culprit->rank()) + " on node " + std::to_string(node_) +
              " failed: " + culprit->describe_exit();
   return r;
 }
@@ -451,7 +496,7 @@ void Launcher::report_failure(const AttemptResult& r, int attempt) {
   if (auto report = watchdog_report(attempt, r.culprit->rank())) {
     spdlog::error("rank {} on node {} stopped the job after runtime.comm_timeout_s: {}",
                   r.culprit->rank(), node_, *report);
-    spdlog::error("(rank {}, pid {}, then exited: {})", r.culprit->rank(), r.culprit->pid(),
+    spdlog::error("({}, pid {}, then exited: {})", label(r.culprit->rank()), r.culprit->pid(),
                   r.culprit->describe_exit());
   } else {
     spdlog::error("{} (pid {})", r.reason, r.culprit->pid());

@@ -14,6 +14,10 @@
 //       the last world rank dies (_exit 9) right after writing its file of step STEP's
 //       checkpoint, before the checkpoint is complete, to prove a crash mid-save leaves
 //       the previous checkpoint intact (train/checkpointing.h).
+//   TRAINCTL_TEST_SLOWDOWN=RANK:FACTOR
+//       worker RANK takes FACTOR times as long for each step's computation (it sleeps
+//       FACTOR - 1 times its compute time after the backward pass): a heterogeneous
+//       cluster on one machine, to compare synchronous DP with parameter servers.
 #include <cstdint>
 #include <string>
 
@@ -21,10 +25,13 @@ namespace trainctl::launch {
 
 inline constexpr const char* kStallHookVariable = "TEST_TRAINCTL_STALL";
 inline constexpr const char* kCrashInCheckpointVariable = "TRAINCTL_TEST_CRASH_IN_CHECKPOINT";
+inline constexpr const char* kSlowdownVariable = "TRAINCTL_TEST_SLOWDOWN";
 
 struct TestHooks {
   std::string stall;                      // TEST_TRAINCTL_STALL as given ("": off)
   int64_t crash_in_checkpoint_step = -1;  // TRAINCTL_TEST_CRASH_IN_CHECKPOINT (-1: off)
+  int slowdown_rank = -1;                 // TRAINCTL_TEST_SLOWDOWN (-1: off)
+  double slowdown_factor = 1.0;
 };
 
 }  // namespace trainctl::launch

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,6 +58,15 @@ TestHooks read_test_hooks() {
   if (const char* crash = std::getenv(kCrashInCheckpointVariable)) {
     hooks.crash_in_checkpoint_step = std::atoll(crash);
   }
+  // RANK:FACTOR; malformed or out of range: off (a test hook, not user input).
+  if (const char* slow = std::getenv(kSlowdownVariable)) {
+    int rank = -1;
+    double factor = 0;
+    if (std::sscanf(slow, "%d:%lf", &rank, &factor) == 2 && rank >= 0 && factor >= 1.0) {
+      hooks.slowdown_rank = rank;
+      hooks.slowdown_factor = factor;
+    }
+  }
   return hooks;
 }
 
@@ -101,7 +111,14 @@ WorkerEnv read_worker_env() {
   e.mode = parse_mode(require("TRAINCTL_MODE"));
   e.restart = require_int("TRAINCTL_RESTART");
   e.console_fd = std::getenv("TRAINCTL_CONSOLE_FD") ? require_int("TRAINCTL_CONSOLE_FD") : -1;
-  if (e.world_size < 1 || e.rank < 0 || e.rank >= e.world_size) {
+  e.ps_server = std::getenv("TRAINCTL_PS_SERVER") ? require_int("TRAINCTL_PS_SERVER") : -1;
+  if (e.ps_server >= 0) {
+    if (e.rank != e.world_size + e.ps_server) {
+      throw InputError("TRAINCTL_RANK=" + std::to_string(e.rank) + " of parameter server " +
+                       std::to_string(e.ps_server) + " must be TRAINCTL_WORLD_SIZE + " +
+                       "TRAINCTL_PS_SERVER = " + std::to_string(e.world_size + e.ps_server));
+    }
+  } else if (e.world_size < 1 || e.rank < 0 || e.rank >= e.world_size) {
     throw InputError("TRAINCTL_RANK=" + std::to_string(e.rank) + " is outside [0, " +
                      "TRAINCTL_WORLD_SIZE=" + std::to_string(e.world_size) + ")");
   }
@@ -132,11 +149,13 @@ std::vector<std::pair<std::string, std::string>> worker_env_vars(const WorkerEnv
       {"TRAINCTL_RESTART", std::to_string(e.restart)},
   };
   if (e.console_fd >= 0) vars.emplace_back("TRAINCTL_CONSOLE_FD", std::to_string(e.console_fd));
+  if (e.ps_server >= 0) vars.emplace_back("TRAINCTL_PS_SERVER", std::to_string(e.ps_server));
   return vars;
 }
 
 void export_worker_env(const WorkerEnv& env) {
   ::unsetenv("TRAINCTL_CONSOLE_FD");
+  ::unsetenv("TRAINCTL_PS_SERVER");
   for (const auto& [name, value] : worker_env_vars(env)) ::setenv(name.c_str(), value.c_str(), 1);
 }
 

@@ -11,6 +11,9 @@
 //   TRAINCTL_CONFIG       run_dir/config.resolved.yaml, the spec every worker loads
 //   TRAINCTL_MODE         train | selftest | bench-comm | eval (TRAINCTL_RESUME: the checkpoint)
 //   TRAINCTL_RESTART      attempt number, 0 for the first run (prefixes store keys)
+//   TRAINCTL_PS_SERVER    only on parameter-server processes (parallel.mode:
+//                         parameter_server): the server's index s; its TRAINCTL_RANK is then
+//                         TRAINCTL_WORLD_SIZE + s (servers are not ranks of the workers' groups)
 //   TRAINCTL_CONSOLE_FD   only on global rank 0: a file descriptor that is the launcher's
 //                         stdout, for the live progress line (workers' own stdout and
 //                         stderr go to run_dir/logs/rank<R>.log)
@@ -52,6 +55,7 @@ struct WorkerEnv {
   WorkerMode mode = WorkerMode::train;
   int restart = 0;
   int console_fd = -1;  // -1: absent (every rank but 0)
+  int ps_server = -1;   // >= 0: this process is parameter server ps_server, not a worker
 
   std::string resume;  // "": auto
   long long selftest_repeat = 1;

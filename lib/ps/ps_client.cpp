@@ -235,6 +235,13 @@ optim::OptimizerState PsClient::fetch_state(float* params, int64_t total) {
   return state;
 }
 
+void PsClient::pause() {
+  Impl& c = *impl_;
+  c.guarded([&] {
+    for (Server& server : c.servers) server.conn->send(MsgType::pause, c.reply_deadline());
+  });
+}
+
 void PsClient::goodbye() {
   Impl& c = *impl_;
   if (c.said_goodbye) return;

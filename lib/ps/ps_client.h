@@ -85,7 +85,11 @@ class PsClient {
   // Worker 0 while every other worker waits (a checkpoint): the servers' parameters into
   // `params` and their optimizer state as one whole-layout state (`total` floats each).
   optim::OptimizerState fetch_state(float* params, int64_t total);
-  // No more pushes from this worker.
+  // No pushes from this worker until its next pull() (every worker of a checkpoint): the
+  // servers stop waiting for it meanwhile.
+  void pause();
+  // No more pushes from this worker. The connections stay open (worker 0 still fetches the
+  // final state) until the client is destroyed.
   void goodbye();
 
  private:

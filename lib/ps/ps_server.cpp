@@ -217,17 +217,21 @@ void PsServer::State::run_worker(int w) {
         case MsgType::state_request:
           handle_state(w);
           break;
-        case MsgType::goodbye: {
+        case MsgType::goodbye:
+        case MsgType::pause: {
+          // No more gradients from this worker (goodbye), or none until its next pull (a
+          // checkpoint): the others are not held back for it. The connection stays open:
+          // worker 0 still fetches the final state after its goodbye; the worker's end of
+          // the connection closing after a goodbye is the normal end.
           {
             std::lock_guard lock(mu);
-            slot.goodbye = true;
-            slot.exited = true;
+            if (m.type == MsgType::goodbye) slot.goodbye = true;
             rule.finish(w);
             // Others' gradients may have waited for this worker only.
             if (seeded) maybe_apply();
           }
           cv.notify_all();
-          return;
+          break;
         }
         default:
           throw wire::WireError(wire::WireError::Kind::protocol,
@@ -236,7 +240,14 @@ void PsServer::State::run_worker(int w) {
     }
   } catch (const Stopping&) {
   } catch (const wire::WireError& e) {
-    if (e.kind() == wire::WireError::Kind::closed) {
+    bool said_goodbye = false;
+    {
+      std::lock_guard lock(mu);
+      said_goodbye = slot.goodbye;
+    }
+    if (e.kind() == wire::WireError::Kind::closed && said_goodbye) {
+      // The worker left after its goodbye: the normal end of its connection.
+    } else if (e.kind() == wire::WireError::Kind::closed) {
       fail("worker " + std::to_string(w) +
            " closed its connection without saying goodbye (it died?)");
     } else {
@@ -309,6 +320,8 @@ void PsServer::State::handle_pull(int w) {
     i[0] = applied / config.workers;
     i[1] = rule.version();
     slot.sent_version = rule.version();
+    // After a pause (a checkpoint) the worker computes again, on this version.
+    if (rule.finished(w) && !slot.goodbye) rule.rejoin(w, rule.version());
   }
   const std::span<const float> part(params);
   slot.conn->send(MsgType::params, i, 0.0, {}, std::string(), std::span(&part, 1), io_deadline());

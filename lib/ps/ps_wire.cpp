@@ -57,7 +57,7 @@ void set_nodelay(int fd) {
 }
 
 bool valid_type(uint32_t t) {
-  return t >= static_cast<uint32_t>(MsgType::hello) && t <= static_cast<uint32_t>(MsgType::goodbye);
+  return t >= static_cast<uint32_t>(MsgType::hello) && t <= static_cast<uint32_t>(MsgType::pause);
 }
 
 struct AddrInfo {
@@ -89,6 +89,8 @@ const char* to_string(MsgType t) {
       return "state";
     case MsgType::goodbye:
       return "goodbye";
+    case MsgType::pause:
+      return "pause";
   }
   return "unknown";
 }

@@ -36,6 +36,7 @@ enum class MsgType : uint32_t {
   state = 8,          // i[0] = optimizer step; text = buffer names; floats = params range,
                       // then each buffer's range
   goodbye = 9,        // (nothing)
+  pause = 10,         // (nothing): the worker stops pushing until its next pull
 };
 const char* to_string(MsgType t);
 

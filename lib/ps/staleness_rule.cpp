@@ -49,6 +49,12 @@ void StalenessRule::finish(int w) {
   finished_[static_cast<size_t>(w)] = 1;
 }
 
+void StalenessRule::rejoin(int w, int64_t held) {
+  check_worker(w, workers_);
+  finished_[static_cast<size_t>(w)] = 0;
+  held_[static_cast<size_t>(w)] = held;
+}
+
 bool StalenessRule::ready() const {
   bool any = false;
   for (size_t j = 0; j < held_.size(); ++j) {

@@ -30,6 +30,9 @@ class StalenessRule {
   void arrive(int w, int64_t computed_on);
   // Worker `w` will send no more gradients (it is no longer waited for).
   void finish(int w);
+  // A finished worker `w` (paused for a checkpoint) computes again, on version `held`.
+  void rejoin(int w, int64_t held);
+  bool finished(int w) const { return finished_[static_cast<size_t>(w)] != 0; }
   // Whether the pending set may be applied now.
   bool ready() const;
   // The pending workers, in increasing worker order (the order their gradients are summed

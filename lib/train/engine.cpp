@@ -1,9 +1,12 @@
 #include "train/engine.h"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "comm/solo_communicator.h"
 #include "comm/watched_communicator.h"
 #include "parallel/tied_embedding.h"
 #include "train/spec_options.h"
@@ -19,7 +22,11 @@ Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr
           model_options(s, g, program)),
       dataset(data::make_dataset(dataset_options(s))),
       layout(batch_layout(s, g)),
-      data_parallel(*g.dp, gpt, *backend, optimizer_options(s), data_parallel_options(s, g, gpt)),
+      solo_dp(s.parallel.mode == "parameter_server"
+                  ? std::make_unique<comm::SoloCommunicator>("dp(parameter servers)")
+                  : nullptr),
+      data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, optimizer_options(s),
+                    data_parallel_options(s, g, gpt)),
       schedule(lr_schedule(s)),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
   if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
@@ -39,16 +46,12 @@ void Engine::set_trace(observe::TraceRecorder* recorder) {
   comm::trace_process_groups(groups, recorder);
 }
 
-StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
-                               const StepRequests& asked) {
+Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch& batch,
+                                            float dloss) {
+  const auto compute_start = std::chrono::steady_clock::now();
   gpt.params().zero_grads();
   data_parallel.begin_step(step);
-  double loss_sum = 0.0;
-  int64_t loss_count = 0;
-  StepOutcome out;
-  const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
-  const float dloss =
-      static_cast<float>(grad_scale * loss_scale) * data_parallel.local_grad_factor();
+  Gradients g;
   if (!pipeline) {
     for (int m = 0; m < layout.grad_accum; ++m) {
       // Gradient buckets travel only with the step's last micro-batch.
@@ -57,9 +60,9 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
       mb.micro_batch = m;
       observe::TraceScope scope(trace, "micro_batch", "compute", mb);
       int64_t n = 0;
-      loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
-                                       batch.micro_targets(layout, m), dloss, &n);
-      loss_count += n;
+      g.loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
+                                         batch.micro_targets(layout, m), dloss, &n);
+      g.loss_count += n;
     }
   } else {
     const parallel::PipelineStepResult r = pipeline->run_step(
@@ -69,18 +72,37 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
         },
         dloss, [&] { data_parallel.begin_micro_batch(true); });
     parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true, data_parallel.zero3());
-    loss_sum = r.loss_sum;
-    loss_count = r.loss_count;
-    out.pipeline_idle_s = r.idle_s;
+    g.loss_sum = r.loss_sum;
+    g.loss_count = r.loss_count;
+    g.pipeline_idle_s = r.idle_s;
+  }
+  if (slowdown > 1.0) {
+    // The test hook's heterogeneous worker: as if its device were `slowdown` times slower.
+    const auto spent = std::chrono::steady_clock::now() - compute_start;
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::microseconds>(
+        spent * (slowdown - 1.0)));
   }
   {
     observe::TraceScope scope(trace, "grad_sync.wait", "comm");
     data_parallel.reduce_gradients();
   }
+  if (!reports_loss()) g.loss_sum = 0, g.loss_count = 0;
+  return g;
+}
+
+StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
+                               const StepRequests& asked) {
+  StepOutcome out;
+  const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
+  const float dloss =
+      static_cast<float>(grad_scale * loss_scale) * data_parallel.local_grad_factor();
+  const Gradients g = compute_gradients(step, batch, dloss);
+  double loss_sum = g.loss_sum;
+  int64_t loss_count = g.loss_count;
+  out.pipeline_idle_s = g.pipeline_idle_s;
   out.stop = asked.stop;
   out.checkpoint = asked.checkpoint;
   out.all_written = asked.written;
-  if (!reports_loss()) loss_sum = 0, loss_count = 0;
   if (groups.world->size() > 1) {
     // One small collective agrees on the step's loss, on stopping and on checkpoints (a
     // stop signal may reach the ranks at different steps; all must act at the same one).
@@ -129,7 +151,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   return out;
 }
 
-double Engine::evaluate() {
+double Engine::evaluate(bool alone) {
   std::vector<int32_t> tokens, targets;
   double sum = 0.0;
   int64_t count = 0;
@@ -137,7 +159,8 @@ double Engine::evaluate() {
   // number of them, the ones past the last batch on a batch whose loss is not counted.
   const int batches = spec.training.eval_batches;
   const int rounds = data_parallel.zero3() ? (batches + layout.dp - 1) / layout.dp : 0;
-  for (int b = layout.dp_rank; b < batches || b < rounds * layout.dp; b += layout.dp) {
+  const int first = alone ? 0 : layout.dp_rank, stride = alone ? 1 : layout.dp;
+  for (int b = first; b < batches || b < rounds * layout.dp; b += stride) {
     const bool counted = b < batches;
     data::fill_eval_batch(*dataset, layout, counted ? b : b % batches, tokens, targets);
     if (pipeline) {
@@ -151,7 +174,7 @@ double Engine::evaluate() {
   }
   if (!reports_loss()) sum = 0, count = 0;
   float totals[2] = {static_cast<float>(sum), static_cast<float>(count)};
-  if (groups.world->size() > 1) groups.world->allreduce(totals, 2);
+  if (!alone && groups.world->size() > 1) groups.world->allreduce(totals, 2);
   return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 

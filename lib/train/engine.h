@@ -52,8 +52,21 @@ struct Engine {
   // schedule when pp > 1), gradient reduction, clipping, update. The outcome carries the
   // ranks' combined requests.
   StepOutcome train_step(int64_t step, const data::StepBatch& batch, const StepRequests& asked);
-  // Mean validation loss over eval_batches batches, split round-robin over DP replicas.
-  double evaluate();
+  // The first half of train_step: the step's forward and backward passes with gradient
+  // accumulation (through the pipeline schedule when pp > 1) and the DP gradient
+  // reduction, each token's loss gradient being `dloss`. The loss sums are this rank's if
+  // it reports the loss (reports_loss()), else zero. Parameter-server workers call it
+  // alone and push the gradients (train/ps_training.h).
+  struct Gradients {
+    double loss_sum = 0.0;
+    int64_t loss_count = 0;
+    double pipeline_idle_s = 0.0;
+  };
+  Gradients compute_gradients(int64_t step, const data::StepBatch& batch, float dloss);
+  // Mean validation loss over eval_batches batches, split round-robin over DP replicas
+  // (collective over the world). `alone`: every batch on this rank, no communication (a
+  // parameter-server worker, which holds the whole model; not with pp/tp > 1 or ZeRO-3).
+  double evaluate(bool alone = false);
 
   int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
   // This rank's loss sums are the ones reported (the head stage's TP rank 0).
@@ -73,12 +86,18 @@ struct Engine {
   model::Gpt gpt;
   std::unique_ptr<data::Dataset> dataset;
   data::BatchLayout layout;
+  // parallel.mode: parameter_server: the DP machinery runs on a group of one (the servers
+  // combine the workers' gradients; comm/solo_communicator.h); null otherwise.
+  std::unique_ptr<comm::Communicator> solo_dp;
   parallel::DataParallel data_parallel;
   std::optional<parallel::PipelineExecutor> pipeline;
   optim::LrSchedule schedule;
   // With precision.compute: fp16 (else empty): multiplies the loss gradient, skips steps
   // whose gradients overflow.
   std::optional<optim::DynamicLossScaler> loss_scaler;
+  // Test hook (TRAINCTL_TEST_SLOWDOWN, launch/test_hooks.h): each step's forward and
+  // backward passes take this many times as long (the worker sleeps the difference).
+  double slowdown = 1.0;
   // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
   // then summed, so the result equals one worker processing the whole global batch.
   float grad_scale;

@@ -116,6 +116,10 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.mem_rss_peak_mb) j["mem_rss_peak_mb"] = *m.mem_rss_peak_mb;
     if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
     j["elapsed_s"] = m.elapsed_s;
+    if (m.ps_version) j["ps_version"] = *m.ps_version;
+    if (m.ps_gradients) j["ps_gradients"] = *m.ps_gradients;
+    if (!m.ps_staleness.empty()) j["ps_staleness"] = m.ps_staleness;
+    if (m.ps_staleness_max) j["ps_staleness_max"] = *m.ps_staleness_max;
     file_.append(j.dump());
     for (const auto& sink : sinks_) sink(j);
   }

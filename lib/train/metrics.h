@@ -59,6 +59,14 @@ struct StepMetrics {
   // kept under its earlier name).
   std::optional<double> device_mem_peak_mb;
   double elapsed_s = 0.0;
+  // parallel.mode: parameter_server (lib/ps/): server 0's version (updates applied), the
+  // gradients it applied since the previous logged line, and each one's staleness (the
+  // updates between the parameters it was computed on and the one applying it) as a
+  // histogram, index = staleness, 0..max_staleness.
+  std::optional<int64_t> ps_version;
+  std::optional<int64_t> ps_gradients;
+  std::vector<int64_t> ps_staleness;
+  std::optional<int64_t> ps_staleness_max;
 };
 
 // The wall-clock side of the metrics: the current step's time, the time since the start,

@@ -20,6 +20,8 @@
 #include "train/engine.h"
 #include "train/export_model.h"
 #include "train/metrics.h"
+#include "train/ps_training.h"
+#include "train/run_reporting.h"
 #include "train/spec_options.h"
 #include "train/step_stats.h"
 #include "train/trace_output.h"
@@ -30,119 +32,6 @@ namespace {
 
 std::unique_ptr<ops::Backend> make_engine_backend(const config::JobSpec& spec, int local_rank) {
   return device::make_backend(spec.device, backend_options(spec), local_rank);
-}
-
-void announce(const Engine& e, MetricsReporter& reporter) {
-  const model::ModelConfig& cfg = e.gpt.config();
-  spdlog::info("model: GPT {} layers, {} heads, d_model {}, vocab {}, seq_len {}: {} parameters",
-               cfg.n_layer, cfg.n_head, cfg.d_model, cfg.vocab_size, e.layout.seq_len,
-               cfg.num_params());
-  const model::GptShardSpec& shard = e.gpt.shard();
-  std::string chunks;
-  for (const model::LayerRange& c : shard.chunks) {
-    chunks += fmt::format("{}blocks {}-{}", chunks.empty() ? "" : ", ", c.begin, c.end - 1);
-  }
-  spdlog::info("shard: {}{}{}, tp rank {}/{}: {} parameters here", chunks,
-               shard.embedding ? ", embedding" : "", shard.head ? ", LM head" : "", shard.tp_rank,
-               shard.tp_size, e.gpt.params().total());
-  spdlog::info("data: {}", e.dataset->describe());
-  spdlog::info(
-      "batch: {} sequences x {} tokens per step (micro-batch {}, accumulation {}, dp {}); "
-      "{} compute thread(s)",
-      e.layout.global_batch(), e.layout.seq_len, e.layout.micro_batch, e.layout.grad_accum,
-      e.layout.dp, e.spec.training.threads);
-  std::string line = fmt::format(
-      "training {}: {} steps, {} tokens/step, {:.2f} M parameters, unigram entropy {:.3f} nats",
-      e.spec.name, e.spec.training.steps, e.tokens_per_step(), cfg.num_params() / 1e6,
-      e.dataset->unigram_entropy());
-  if (!std::isnan(e.dataset->best_loss())) {
-    line += fmt::format(", best achievable loss {:.4f}", e.dataset->best_loss());
-  }
-  reporter.message(line);
-}
-
-// Only rank 0's reporter has a console.
-MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGroups& groups,
-                              const TrainContext& ctx) {
-  const bool reporting = groups.rank == 0;
-  return MetricsReporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
-                         reporting ? ctx.console_fd : -1, spec.logging.every_steps);
-}
-
-// logging.tensorboard on global rank 0: a new event file for this launch, starting at the
-// first step it logs (`start` + 1), with the resolved spec as text and every metrics.jsonl
-// line as scalars. A TensorBoard file that cannot be written costs a warning, not the run.
-std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const config::JobSpec& spec,
-                                                              const comm::ProcessGroups& groups,
-                                                              const TrainContext& ctx,
-                                                              MetricsReporter& reporter,
-                                                              int64_t start) {
-  if (groups.rank != 0 || !spec.logging.tensorboard) return nullptr;
-  std::shared_ptr<observe::TensorBoardWriter> tb;
-  try {
-    tb = std::make_shared<observe::TensorBoardWriter>(ctx.run_dir / "tb", start + 1);
-    // Indented four spaces: a code block in the text plugin's markdown.
-    std::string yaml = "    " + config::to_yaml(spec);
-    for (size_t i = yaml.find('\n'); i != std::string::npos && i + 1 < yaml.size();
-         i = yaml.find('\n', i + 1)) {
-      yaml.insert(i + 1, "    ");
-    }
-    tb->add_text(start, "config", yaml);
-  } catch (const std::exception& ex) {
-    spdlog::warn("TensorBoard disabled: {}", ex.what());
-    return nullptr;
-  }
-  reporter.add_sink([tb](const nlohmann::ordered_json& line) {
-    try {
-      tb->add_scalars(line.at("step").get<int64_t>(), observe::metric_scalars(line));
-    } catch (const std::exception& ex) {
-      spdlog::warn("TensorBoard: {}", ex.what());
-    }
-  });
-  return tb;
-}
-
-// The checkpointer's messages: on rank 0's console and in this rank's log.
-std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
-  return [&reporter](const std::string& line) {
-    reporter.message(line);
-    spdlog::info("{}", line);
-  };
-}
-
-// On rank 0's console (the others' reporters have none).
-void announce_nothing_to_train(MetricsReporter& reporter, int64_t start, int64_t steps) {
-  reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) + " of " +
-                   std::to_string(steps) +
-                   " (raise training.steps, or --resume none to start over)");
-}
-
-// metrics.jsonl as this run continues it: a torn last line (a crash mid-write) was cut off
-// when it was opened, and the steps after `start` that an earlier run logged go (they are
-// trained again), so each step appears once.
-void report_metrics_repairs(MetricsReporter& reporter, int64_t start) {
-  if (const size_t torn = reporter.repaired_bytes()) {
-    spdlog::warn("metrics.jsonl ended in a torn line ({} bytes, an interrupted write): cut off",
-                 torn);
-  }
-  if (const size_t dropped = reporter.continue_after(start)) {
-    spdlog::info("metrics.jsonl: dropped {} line(s) of steps after {}, which are trained again",
-                 dropped, start);
-  }
-}
-
-// metrics.jsonl, the console and this rank's log on logged steps (the throughput window
-// then starts again); else only the live progress line.
-void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, StepTimer& timer) {
-  if (!logged) {
-    reporter.progress(m);
-    return;
-  }
-  reporter.log(m);
-  spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s{}", m.step,
-               m.total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s,
-               m.val_loss ? fmt::format(" val_loss {:.4f}", *m.val_loss) : "");
-  timer.restart_window();
 }
 
 // After the last step (and its checkpoint): the model exported, the summary line, and all
@@ -206,7 +95,9 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
 TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
                          const TrainContext& ctx) {
   check_trainable(spec);
+  if (spec.parallel.mode == "parameter_server") return run_ps_training(spec, groups, ctx);
   Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
+  e.slowdown = ctx.slowdown;
   // Before the checkpointer: its background writer records into it, so it must outlive it.
   const auto recorder = start_profiling(spec, e);
   MetricsReporter reporter = make_reporter(spec, groups, ctx);

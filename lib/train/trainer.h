@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "comm/process_groups.h"
 #include "config/job_spec.h"
@@ -21,6 +22,12 @@ struct TrainContext {
   std::string resume = "auto";
   // Test hook (launch/test_hooks.h): the checkpoint of this step crashes mid-save (-1: off).
   int64_t crash_in_checkpoint_step = -1;
+  // Test hook (TRAINCTL_TEST_SLOWDOWN for this rank): each step's computation takes this
+  // many times as long.
+  double slowdown = 1.0;
+  // parallel.mode: parameter_server: waits for the servers to publish their addresses
+  // and returns them ("host:port", index = server). Unset for other modes.
+  std::function<std::vector<std::string>()> ps_server_addresses;
 };
 
 struct TrainResult {

@@ -9,17 +9,34 @@
 #include "comm/bench_comm.h"
 #include "comm/self_test.h"
 #include "launch/console.h"
+#include "launch/tcp_store_client.h"
 #include "launch/worker_signals.h"
 #include "train/evaluate_checkpoint.h"
+#include "train/spec_options.h"
 #include "train/trainer.h"
 #include "util/exit_codes.h"
 #include "worker/connect.h"
+#include "worker/ps_server_mode.h"
 
 namespace trainctl::worker {
 namespace {
 
 // `selftest --quick`: only messages up to this many floats (wiring, not bandwidth paths).
 constexpr size_t kQuickSelfTestMaxCount = 4096;
+
+// The servers' "host:port", as each published it in the store (worker/ps_server_mode.h);
+// waits for them up to runtime.comm_timeout_s.
+std::vector<std::string> ps_server_addresses(const config::JobSpec& spec,
+                                             const launch::WorkerEnv& env) {
+  launch::TcpStoreClient store(env.store_addr, env.store_port, env.token,
+                               train::store_options(spec));
+  std::vector<std::string> addresses;
+  for (int s = 0; s < spec.parallel.ps_servers; ++s) {
+    addresses.push_back(
+        store.get_string(ps_server_key(env.restart, s), train::comm_timeout(spec)));
+  }
+  return addresses;
+}
 
 }  // namespace
 
@@ -39,6 +56,10 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   // A restart after a failure always continues from the newest checkpoint of the run.
   ctx.resume = env.restart > 0 || env.resume.empty() ? "auto" : env.resume;
   ctx.crash_in_checkpoint_step = env.hooks.crash_in_checkpoint_step;
+  if (env.hooks.slowdown_rank == env.rank) ctx.slowdown = env.hooks.slowdown_factor;
+  if (spec.parallel.mode == "parameter_server") {
+    ctx.ps_server_addresses = [&spec, &env] { return ps_server_addresses(spec, env); };
+  }
   const train::TrainResult result = train::run_training(spec, groups, ctx);
   return result.stopped ? kExitPreempted : kExitOk;
 }

@@ -16,6 +16,7 @@
 #include "util/log.h"
 #include "worker/connect.h"
 #include "worker/modes.h"
+#include "worker/ps_server_mode.h"
 
 namespace trainctl::worker {
 namespace {
@@ -64,6 +65,7 @@ int run_worker() {
 }
 
 int run_worker(const launch::WorkerEnv& env) {
+  if (env.ps_server >= 0) return run_ps_server(env);
   log::init(env.rank, env.world_size);
   launch::ignore_sigpipe();
   // The self-test (between rounds) and the training engine (between steps) poll
