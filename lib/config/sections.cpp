@@ -144,7 +144,9 @@ void read_grad_compression(const MapReader& r, ParallelSpec& parallel) {
 // parallel.mode and its parameter_server section.
 void read_parallel_mode(const MapReader& r, ParallelSpec& parallel) {
   r.read_choice("mode", parallel.mode, {"data_parallel", "parameter_server"},
-                {{"dp", "data_parallel"}, {"ddp", "data_parallel"}, {"ps", "parameter_server"},
+                {{"dp", "data_parallel"},
+                 {"ddp", "data_parallel"},
+                 {"ps", "parameter_server"},
                  {"parameter_servers", "parameter_server"}});
   const MapReader ps = r.section("parameter_server", {"servers", "max_staleness"});
   ps.read("servers", parallel.ps_servers, {1, 1024});
@@ -157,11 +159,10 @@ void read_parallel_mode(const MapReader& r, ParallelSpec& parallel) {
 }
 
 void read_parallel(const MapReader& top, ParallelSpec& parallel) {
-  const MapReader r =
-      top.section("parallel", {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm",
-                               "bucket_mb", "dp_sync", "sync_every", "outer_lr", "outer_momentum",
-                               "grad_compression", "powersgd_rank", "powersgd_warmup_steps", "mode",
-                               "parameter_server"});
+  const MapReader r = top.section(
+      "parallel", {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm", "bucket_mb",
+                   "dp_sync", "sync_every", "outer_lr", "outer_momentum", "grad_compression",
+                   "powersgd_rank", "powersgd_warmup_steps", "mode", "parameter_server"});
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});

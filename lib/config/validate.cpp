@@ -223,43 +223,48 @@ void check_powersgd(const JobSpec& s, const Checker& c) {
 void check_parameter_server(const JobSpec& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   if (p.mode != "parameter_server") return;
-  const std::string why = " with mode: parameter_server (each worker holds the whole model "
-                          "and the servers hold the optimizer). ";
+  const std::string why =
+      " with mode: parameter_server (each worker holds the whole model "
+      "and the servers hold the optimizer). ";
   if (p.tp > 1) c.fail("parallel.tp", "must be 1" + why + "Use tp: 1, or mode: data_parallel.");
   if (p.pp > 1) c.fail("parallel.pp", "must be 1" + why + "Use pp: 1, or mode: data_parallel.");
   if (p.zero > 0) {
-    c.fail("parallel.zero", "must be 0" + why + "The servers already shard the optimizer "
-                            "state; use zero: 0.");
+    c.fail("parallel.zero", "must be 0" + why +
+                                "The servers already shard the optimizer "
+                                "state; use zero: 0.");
   }
   if (p.dp_sync != "allreduce") {
-    c.fail("parallel.dp_sync", "must be allreduce" + why + "Parameter servers are their own "
-                               "way to combine the replicas; use one of them.");
+    c.fail("parallel.dp_sync", "must be allreduce" + why +
+                                   "Parameter servers are their own "
+                                   "way to combine the replicas; use one of them.");
   }
   if (p.grad_compression != "none" || p.grad_comm != "fp32") {
     c.fail(p.grad_compression != "none" ? "parallel.grad_compression" : "parallel.grad_comm",
            "is not supported" + why + "Gradients travel to the servers in fp32; remove it.");
   }
   if (s.device == Device::cuda) {
-    c.fail("parallel.mode", "parameter_server runs on the CPU backend only (the servers "
-                            "update host memory over TCP); use device: cpu, or mode: "
-                            "data_parallel.");
+    c.fail("parallel.mode",
+           "parameter_server runs on the CPU backend only (the servers "
+           "update host memory over TCP); use device: cpu, or mode: "
+           "data_parallel.");
   }
   if (s.precision.compute == DType::fp16) {
-    c.fail("precision.compute", "fp16's loss scaler needs every worker to agree on skipping "
-                                "a step, which asynchronous workers cannot. Use compute: bf16 "
-                                "or fp32.");
+    c.fail("precision.compute",
+           "fp16's loss scaler needs every worker to agree on skipping "
+           "a step, which asynchronous workers cannot. Use compute: bf16 "
+           "or fp32.");
   }
   if (s.checkpoint.every_minutes > 0) {
-    c.fail("checkpoint.every_minutes",
-           "is not supported" + why + "Server 0 counts the gradients it receives and asks for "
-           "checkpoints by steps: use checkpoint.every_steps.");
+    c.fail("checkpoint.every_minutes", "is not supported" + why +
+                                           "Server 0 counts the gradients it receives and asks for "
+                                           "checkpoints by steps: use checkpoint.every_steps.");
   }
   // Every server holds whole parameters: at least one; a model has at least n_layer + 2.
   if (p.ps_servers > s.model.n_layer + 2) {
     c.fail("parallel.parameter_server.servers",
            "must be at most n_layer + 2 = " + std::to_string(s.model.n_layer + 2) +
-               " (each server holds whole parameter tensors); got " +
-               std::to_string(p.ps_servers) + ".");
+               " (each server holds whole parameter tensors); got " + std::to_string(p.ps_servers) +
+               ".");
   }
 }
 

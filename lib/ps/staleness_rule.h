@@ -16,6 +16,7 @@
 // is in, and then all of them together, in one averaged update per step. K >= 1 lets fast
 // workers' gradients be applied alone (each its own update) while a slow worker computes,
 // until the slow one would fall K updates behind: then the fast ones wait for it.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -32,7 +33,7 @@ class StalenessRule {
   void finish(int w);
   // A finished worker `w` (paused for a checkpoint) computes again, on version `held`.
   void rejoin(int w, int64_t held);
-  bool finished(int w) const { return finished_[static_cast<size_t>(w)] != 0; }
+  bool finished(int w) const { return finished_[static_cast<std::size_t>(w)] != 0; }
   // Whether the pending set may be applied now.
   bool ready() const;
   // The pending workers, in increasing worker order (the order their gradients are summed

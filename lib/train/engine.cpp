@@ -79,8 +79,8 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
   if (slowdown > 1.0) {
     // The test hook's heterogeneous worker: as if its device were `slowdown` times slower.
     const auto spent = std::chrono::steady_clock::now() - compute_start;
-    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::microseconds>(
-        spent * (slowdown - 1.0)));
+    std::this_thread::sleep_for(
+        std::chrono::duration_cast<std::chrono::microseconds>(spent * (slowdown - 1.0)));
   }
   {
     observe::TraceScope scope(trace, "grad_sync.wait", "comm");

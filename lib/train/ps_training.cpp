@@ -111,8 +111,7 @@ class PsWorker {
       : spec_(spec),
         groups_(groups),
         ctx_(ctx),
-        e_(spec, groups,
-           device::make_backend(spec.device, backend_options(spec), ctx.local_rank)),
+        e_(spec, groups, device::make_backend(spec.device, backend_options(spec), ctx.local_rank)),
         reporter_(make_reporter(spec, groups, ctx)) {
     e_.slowdown = ctx.slowdown;
   }
@@ -224,7 +223,10 @@ void PsWorker::checkpoint_together(int64_t my_step) {
   // Synchronous: the workers share no per-step collective that could agree on committing
   // a background write later.
   ckpt_->save(step, /*async=*/false);
+  // Every worker rejoins (its pull) before any pushes again: with max_staleness 0 a push
+  // that found a worker still paused would be applied without it.
   client_->pull(e_.gpt.params().data());
+  groups_.world->barrier();
 }
 
 void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
@@ -238,8 +240,9 @@ void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
   m.grad_norm = grad_norm;
   m.step_ms = step_ms;
   m.tokens_per_s =
-      seconds > 0 ? static_cast<double>((step - window_.start_step) * e_.tokens_per_step()) / seconds
-                  : 0.0;
+      seconds > 0
+          ? static_cast<double>((step - window_.start_step) * e_.tokens_per_step()) / seconds
+          : 0.0;
   m.val_loss = val_loss;
   m.comm_bytes = window_.bytes_sent;
   m.elapsed_s = timer_.elapsed_s();
@@ -248,11 +251,11 @@ void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
   m.ps_staleness_max = window_.max_staleness();
   m.ps_version = step;
   reporter_.log(m);
-  spdlog::info("step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s, {} gradients "
-               "applied, staleness <= {}{}",
-               m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, window_.gradients,
-               *m.ps_staleness_max,
-               val_loss ? fmt::format(" val_loss {:.4f}", *val_loss) : "");
+  spdlog::info(
+      "step {}/{} loss {:.4f} lr {:.3e} grad_norm {:.3f} {:.0f} tok/s, {} gradients "
+      "applied, staleness <= {}{}",
+      m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, window_.gradients,
+      *m.ps_staleness_max, val_loss ? fmt::format(" val_loss {:.4f}", *val_loss) : "");
   window_.restart(step);
 }
 
@@ -277,9 +280,9 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
   const auto model_path = ctx_.run_dir / "model.safetensors";
   export_model(e_.gpt, spec_, groups_, model_path, nullptr);
   if (groups_.rank == 0) {
-    std::string line = fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
-                                   result.stopped ? "stopped" : "done", step, total_s,
-                                   result.final_loss);
+    std::string line =
+        fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
+                    result.stopped ? "stopped" : "done", step, total_s, result.final_loss);
     if (result.final_val_loss >= 0) line += fmt::format(" | val {:.4f}", result.final_val_loss);
     line += fmt::format(" | {:.0f} tokens/s with {} parameter server(s) | model: {}",
                         result.tokens_per_s, spec_.parallel.ps_servers, model_path.string());

@@ -9,7 +9,6 @@ namespace trainctl::log {
 // with their rank so every line carries "[rank r/world]"; the launcher uses rank -1.
 void init(int rank, int world_size, spdlog::level::level_enum level = spdlog::level::info);
 // The same with another label ("ps server 1"); empty: the launcher's "[trainctl]".
-void init_labelled(const std::string& label,
-                   spdlog::level::level_enum level = spdlog::level::info);
+void init_labelled(const std::string& label, spdlog::level::level_enum level = spdlog::level::info);
 
 }  // namespace trainctl::log

@@ -32,8 +32,7 @@ std::vector<std::string> ps_server_addresses(const config::JobSpec& spec,
                                train::store_options(spec));
   std::vector<std::string> addresses;
   for (int s = 0; s < spec.parallel.ps_servers; ++s) {
-    addresses.push_back(
-        store.get_string(ps_server_key(env.restart, s), train::comm_timeout(spec)));
+    addresses.push_back(store.get_string(ps_server_key(env.restart, s), train::comm_timeout(spec)));
   }
   return addresses;
 }

@@ -48,8 +48,8 @@ int run_ps_server(const launch::WorkerEnv& env) {
   // A stop signal is for the workers: they save a checkpoint, which needs the servers'
   // state, and then say goodbye; the server ends after them.
   launch::install_worker_signal_handlers();
-  spdlog::info("parameter server {} started: pid {}, node {}, attempt {}", env.ps_server, ::getpid(),
-               env.node_rank, env.restart);
+  spdlog::info("parameter server {} started: pid {}, node {}, attempt {}", env.ps_server,
+               ::getpid(), env.node_rank, env.restart);
   try {
     const config::JobSpec spec = config::load_job_spec(env.config, {});
     ps::PsServer server(server_config(spec, env.ps_server));

@@ -120,7 +120,8 @@ TEST_CASE("a parameter-server checkpoint resumes on another number of servers, a
         read_text(dir / "one" / "model.safetensors"));
 
   // Plain synchronous DP reads the same checkpoint (parameters and AdamW state).
-  const ProcResult dp = train(dir.path(), job(dir.path(), "{dp: 2}"), "dp", {"--resume", step6.string()});
+  const ProcResult dp =
+      train(dir.path(), job(dir.path(), "{dp: 2}"), "dp", {"--resume", step6.string()});
   INFO(dp.out << dp.err);
   REQUIRE(dp.exit_code == 0);
   require_same_losses(tail, rows_of(dir / "dp"), 2e-5);
@@ -158,9 +159,8 @@ TEST_CASE("asynchronous servers with a slow worker keep the budget and the stale
 TEST_CASE("a parameter server that dies fails the attempt, which restarts from the checkpoint",
           "[ps][failure]") {
   TempDir dir("ps-kill");
-  const fs::path spec =
-      job(dir.path(), kPs + "2, max_staleness: 0}}", 120,
-          "{comm_timeout_s: 60, comm_selftest: false, max_restarts: 1}");
+  const fs::path spec = job(dir.path(), kPs + "2, max_staleness: 0}}", 120,
+                            "{comm_timeout_s: 60, comm_selftest: false, max_restarts: 1}");
   Proc p({"train", spec.string(), "--set", "run_dir=run"}, dir.path(),
          {{"TRAINCTL_TEST_SLOWDOWN", "0:3"}});
   const fs::path ckpt = dir / "run" / "checkpoints" / "step_00000006" / "metadata.json";
