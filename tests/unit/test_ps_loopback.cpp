@@ -281,12 +281,12 @@ TEST_CASE(
   Servers servers(config);
   const auto total = static_cast<size_t>(ref.set.total());
 
-  PsClient fast(servers.addresses, 0, plan, client_options());
-  PsClient slow(servers.addresses, 1, plan, client_options());
+  auto fast = std::make_unique<PsClient>(servers.addresses, 0, plan, client_options());
+  auto slow = std::make_unique<PsClient>(servers.addresses, 1, plan, client_options());
   std::vector<float> fast_params(total), slow_params(total);
-  fast.seed(ref.set.data(), ref.optimizer->save_state(), 0);
-  CHECK(slow.pull(slow_params.data()) == 0);  // version 0
-  CHECK(fast.pull(fast_params.data()) == 0);
+  fast->seed(ref.set.data(), ref.optimizer->save_state(), 0);
+  CHECK(slow->pull(slow_params.data()) == 0);  // version 0
+  CHECK(fast->pull(fast_params.data()) == 0);
 
   const auto g_fast1 = gradient(ref.set, 0, 1), g_fast2 = gradient(ref.set, 0, 2);
   const auto g_slow = gradient(ref.set, 1, 1);
@@ -294,8 +294,8 @@ TEST_CASE(
   std::string fast_error;
   std::thread fast_thread([&] {
     try {
-      fast_replies.push_back(fast.push(g_fast1.data(), {0, 1.0, 1, false}, fast_params.data()));
-      fast_replies.push_back(fast.push(g_fast2.data(), {1, 2.0, 1, false}, fast_params.data()));
+      fast_replies.push_back(fast->push(g_fast1.data(), {0, 1.0, 1, false}, fast_params.data()));
+      fast_replies.push_back(fast->push(g_fast2.data(), {1, 2.0, 1, false}, fast_params.data()));
     } catch (const std::exception& e) {
       fast_error = e.what();
     }
@@ -303,11 +303,14 @@ TEST_CASE(
   // The fast worker's second gradient is in (and held: applying it would leave the slow
   // worker, on version 0, two updates behind); only now does the slow one push.
   wait_received(servers, 2);
-  const PushReply slow_reply = slow.push(g_slow.data(), {0, 4.0, 1, false}, slow_params.data());
+  const PushReply slow_reply = slow->push(g_slow.data(), {0, 4.0, 1, false}, slow_params.data());
   fast_thread.join();
   REQUIRE(fast_error.empty());
-  fast.goodbye();
-  slow.goodbye();
+  fast->goodbye();
+  slow->goodbye();
+  // The servers end when the workers' connections close after their goodbyes.
+  fast.reset();
+  slow.reset();
   servers.join();
   for (int s = 0; s < S; ++s) REQUIRE(servers.error(static_cast<size_t>(s)).empty());
 
