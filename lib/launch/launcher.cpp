@@ -116,6 +116,7 @@ class Launcher {
   void check_shared_files();
   void start_workers(int attempt);
   void start_servers(int attempt, const std::string& exe, int port);
+  WorkerEnv node_env(int attempt, int port) const;
   // "rank R" for a worker, "parameter server S" for a server process.
   std::string label(int rank) const;
   AttemptResult supervise(int attempt);
@@ -329,26 +330,32 @@ void Launcher::check_shared_files() {
   check_nodes_share_files(*store_, spec_, config::to_yaml(spec_), o);
 }
 
+// What every process this launcher starts in `attempt` shares (the rest is per rank).
+WorkerEnv Launcher::node_env(int attempt, int port) const {
+  WorkerEnv env;
+  env.world_size = spec_.world_size();
+  env.node_rank = node_;
+  env.nnodes = nnodes_;
+  env.store_addr = store_addr_;
+  env.store_port = port;
+  env.token = token_;
+  env.node_addr = node_addr_;
+  env.run_dir = spec_.run_dir;
+  env.config = spec_.run_dir / "config.resolved.yaml";
+  env.mode = opt_.mode;
+  env.restart = attempt;
+  return env;
+}
+
 void Launcher::start_workers(int attempt) {
   const std::string exe = opt_.worker_exe.empty() ? self_exe() : opt_.worker_exe;
   const int port = server_ ? server_->port() : opt_.cluster.master_port;
   workers_.clear();
   workers_.reserve(static_cast<size_t>(per_node_ + spec_.parallel.ps_servers));
   for (int local = 0; local < per_node_; ++local) {
-    WorkerEnv env;
+    WorkerEnv env = node_env(attempt, port);
     env.rank = node_ * per_node_ + local;
     env.local_rank = local;
-    env.world_size = spec_.world_size();
-    env.node_rank = node_;
-    env.nnodes = nnodes_;
-    env.store_addr = store_addr_;
-    env.store_port = port;
-    env.token = token_;
-    env.node_addr = node_addr_;
-    env.run_dir = spec_.run_dir;
-    env.config = spec_.run_dir / "config.resolved.yaml";
-    env.mode = opt_.mode;
-    env.restart = attempt;
     env.console_fd = env.rank == 0 ? kConsoleFd : -1;
 
     WorkerCommand cmd;
@@ -373,20 +380,9 @@ void Launcher::start_workers(int attempt) {
 void Launcher::start_servers(int attempt, const std::string& exe, int port) {
   const int servers = spec_.parallel.ps_servers;
   for (int s = 0; s < servers; ++s) {
-    WorkerEnv env;
+    WorkerEnv env = node_env(attempt, port);
     env.rank = spec_.world_size() + s;
     env.local_rank = per_node_ + s;
-    env.world_size = spec_.world_size();
-    env.node_rank = node_;
-    env.nnodes = nnodes_;
-    env.store_addr = store_addr_;
-    env.store_port = port;
-    env.token = token_;
-    env.node_addr = node_addr_;
-    env.run_dir = spec_.run_dir;
-    env.config = spec_.run_dir / "config.resolved.yaml";
-    env.mode = opt_.mode;
-    env.restart = attempt;
     env.ps_server = s;
     WorkerCommand cmd;
     cmd.exe = exe;
