@@ -14,6 +14,7 @@
 #include "ps/ps_wire.h"
 #include "ps/shard_plan.h"
 #include "ps/staleness_rule.h"
+#include "ps/update_grouping.h"
 
 namespace trainctl::ps {
 
@@ -74,8 +75,11 @@ struct PsServer::State {
   void handle_state(int w);
   // Under the lock: waits until seeded (or stopping: throws Stopping).
   void wait_seeded(std::unique_lock<std::mutex>& lock);
-  // Under the lock: applies the pending set when the rule allows it.
-  void maybe_apply();
+  // Under the lock: applies the pending set when the rule allows it and no computing
+  // worker is expected soon; otherwise returns the time to look again (nullopt: when
+  // something changes).
+  std::optional<Clock::time_point> maybe_apply();
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
   void apply_locked();
   // The first failure wins; it stops every thread.
   void fail(const std::string& why);
@@ -100,6 +104,9 @@ struct PsServer::State {
   mutable std::mutex mu;
   std::condition_variable cv;
   StalenessRule rule;
+  UpdateGrouping grouping;
+  Clock::time_point epoch = Clock::now();  // the origin of grouping's times
+  double pending_since = -1.0;             // arrival of the pending set's first gradient
   std::vector<WorkerSlot> slots;
   bool seeded = false;
   bool stopping = false;
@@ -114,7 +121,9 @@ struct PsServer::State {
 };
 
 PsServer::State::State(ServerConfig c)
-    : config(std::move(c)), rule(std::max(config.workers, 1), std::max(config.max_staleness, 0)) {
+    : config(std::move(c)),
+      rule(std::max(config.workers, 1), std::max(config.max_staleness, 0)),
+      grouping(std::max(config.workers, 1), std::max(config.group_window, 0.0)) {
   if (config.servers < 1 || config.index < 0 || config.index >= config.servers) {
     throw ServerError("parameter server " + std::to_string(config.index) + " of " +
                       std::to_string(config.servers) + ": no such server");
@@ -227,6 +236,7 @@ void PsServer::State::run_worker(int w) {
             std::lock_guard lock(mu);
             if (m.type == MsgType::goodbye) slot.goodbye = true;
             rule.finish(w);
+            grouping.paused(w);
             // Others' gradients may have waited for this worker only.
             if (seeded) maybe_apply();
           }
@@ -320,6 +330,7 @@ void PsServer::State::handle_pull(int w) {
     i[0] = applied / config.workers;
     i[1] = rule.version();
     slot.sent_version = rule.version();
+    grouping.sent(w, now_s());
     // After a pause (a checkpoint) the worker computes again, on this version.
     if (rule.finished(w) && !slot.goodbye) rule.rejoin(w, rule.version());
   }
@@ -353,8 +364,22 @@ void PsServer::State::handle_push(int w, const wire::Message& m) {
       for (WorkerSlot& s : slots) s.checkpoint_due = true;
     }
     rule.arrive(w, slot.sent_version);
-    maybe_apply();
-    cv.wait(lock, [&] { return slot.reply.has_value() || stopping; });
+    const double now = now_s();
+    grouping.arrived(w, now);
+    if (pending_since < 0.0) pending_since = now;
+    // Wait for the update that takes this gradient; when the pending set is held for a
+    // worker expected soon, this thread applies it at the deadline unless that worker's
+    // arrival (or anything else) has applied it first.
+    for (;;) {
+      const std::optional<Clock::time_point> look_again = maybe_apply();
+      const auto answered = [&] { return slot.reply.has_value() || stopping; };
+      if (answered()) break;
+      if (look_again) {
+        cv.wait_until(lock, *look_again, answered);
+      } else {
+        cv.wait(lock, answered);
+      }
+    }
     if (!slot.reply) throw Stopping{};
     reply = std::move(*slot.reply);
     slot.reply.reset();
@@ -381,12 +406,22 @@ void PsServer::State::handle_state(int w) {
   slot.conn->send(MsgType::state, i, 0.0, {}, join_names(state.names), parts, io_deadline());
 }
 
-void PsServer::State::maybe_apply() {
-  while (rule.ready()) apply_locked();
+std::optional<Clock::time_point> PsServer::State::maybe_apply() {
+  while (rule.ready()) {
+    const std::optional<double> hold =
+        grouping.hold_until(rule.computing(), pending_since, now_s());
+    if (hold) {
+      return epoch +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*hold));
+    }
+    apply_locked();
+  }
+  return std::nullopt;
 }
 
 void PsServer::State::apply_locked() {
   const StalenessRule::Applied a = rule.apply();
+  pending_since = -1.0;
   const auto n = static_cast<size_t>(floats());
   // The mean of the pending gradients (each already a worker's mean), summed in worker
   // order so the result does not depend on the order they arrived in.
@@ -400,7 +435,9 @@ void PsServer::State::apply_locked() {
     const float inv = 1.0f / static_cast<float>(a.workers.size());
     for (size_t k = 0; k < n; ++k) g[k] *= inv;
   }
-  optimizer->step(config.schedule.at(applied / config.workers));
+  // The update's share of the global batch scales its rate (ServerConfig::schedule).
+  const double share = static_cast<double>(a.workers.size()) / config.workers;
+  optimizer->step(config.schedule.at(applied / config.workers) * share);
   applied += static_cast<int64_t>(a.workers.size());
   ++updates;
 
@@ -443,6 +480,7 @@ void PsServer::State::apply_locked() {
     std::fill(s.histogram.begin(), s.histogram.end(), 0);
     r.params.assign(set->data(), set->data() + n);
     s.sent_version = a.version;
+    grouping.sent(w, now_s());
     s.reply = std::move(r);
   }
   cv.notify_all();

@@ -96,4 +96,12 @@ bool StalenessRule::pending(int w) const {
   return pending_[static_cast<size_t>(w)] != 0;
 }
 
+std::vector<int> StalenessRule::computing() const {
+  std::vector<int> out;
+  for (size_t j = 0; j < held_.size(); ++j) {
+    if (!pending_[j] && !finished_[j]) out.push_back(static_cast<int>(j));
+  }
+  return out;
+}
+
 }  // namespace trainctl::ps

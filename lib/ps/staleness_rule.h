@@ -50,6 +50,8 @@ class StalenessRule {
   // Starts from version `v` (a resume): every worker holds it.
   void reset(int64_t v);
   bool pending(int w) const;
+  // The workers still computing (neither pending nor finished), in increasing order.
+  std::vector<int> computing() const;
 
  private:
   int workers_;

@@ -60,6 +60,9 @@ ps::ServerConfig base_config(int servers, int workers, int K) {
   c.total_steps = 1000;
   c.bind_addr = "127.0.0.1";
   c.connect_timeout = kTimeout;
+  // The staleness rule alone decides, so what is applied when does not depend on timing
+  // (the grouping window has its own test below).
+  c.group_window = 0.0;
   return c;
 }
 
@@ -314,9 +317,10 @@ TEST_CASE(
   servers.join();
   for (int s = 0; s < S; ++s) REQUIRE(servers.error(static_cast<size_t>(s)).empty());
 
-  // Update 1: the fast gradient alone; update 2: the fast and the slow together. Both at
-  // global step 0 (fewer than W gradients applied before each).
-  ref.step({g_fast1}, config.schedule.at(0));
+  // Update 1: the fast gradient alone, at half the rate (one of W = 2 parts of a global
+  // batch); update 2: the fast and the slow together. Both at global step 0 (fewer than W
+  // gradients applied before each).
+  ref.step({g_fast1}, config.schedule.at(0) * 0.5);
   ref.step({g_fast2, g_slow}, config.schedule.at(0));
   CHECK(mismatches(ref.set, fast_params.data(), ref.set.data()) == 0);
   CHECK(mismatches(ref.set, slow_params.data(), ref.set.data()) == 0);
@@ -395,4 +399,71 @@ TEST_CASE("parameter servers: a reply that does not come within the timeout fail
   w1.goodbye();  // releases worker 0's update; its reply finds nobody listening
   servers.join();
   CHECK_THAT(servers.error(0), Catch::Contains("worker 0 closed its connection"));
+}
+
+TEST_CASE(
+    "parameter servers, K=2: equal workers arriving a little apart share one update, a "
+    "worker far behind is not waited for",
+    "[ps]") {
+  constexpr int W = 2, S = 1;
+  ps::ServerConfig config = base_config(S, W, 2);
+  config.group_window = 0.5;
+  const auto plan = ps::plan_shards(config.params, S);
+  Servers servers(config);
+  Whole ref(config);
+  const auto total = static_cast<size_t>(ref.set.total());
+  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<std::vector<float>> params(W, std::vector<float>(total));
+  for (int w = 0; w < W; ++w) {
+    clients.push_back(std::make_unique<PsClient>(servers.addresses, w, plan, client_options()));
+  }
+  clients[0]->seed(ref.set.data(), ref.optimizer->save_state(), 0);
+  CHECK(clients[1]->pull(params[1].data()) == 0);
+  CHECK(clients[0]->pull(params[0].data()) == 0);
+
+  // Both "compute" 300 ms a step; worker 1 pushes 20 ms after worker 0, well inside the
+  // window (half a step): every update holds both gradients, none stale. Then worker 1
+  // takes 3 s for one step: worker 0's gradient is applied alone, without waiting.
+  constexpr int kSteps = 3;
+  const auto compute = std::chrono::milliseconds(300);
+  std::vector<std::vector<PushReply>> replies(W);
+  std::vector<std::string> errors(W);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < W; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        for (int t = 1; t <= kSteps + 1; ++t) {
+          const bool slow_step = w == 1 && t == kSteps + 1;
+          std::this_thread::sleep_for(slow_step ? 10 * compute
+                                                : compute + std::chrono::milliseconds(20 * w));
+          const auto g = gradient(ref.set, w, t);
+          replies[static_cast<size_t>(w)].push_back(clients[static_cast<size_t>(w)]->push(
+              g.data(), {t - 1, 1.0, 1, false}, params[static_cast<size_t>(w)].data()));
+          if (w == 0 && t == kSteps + 1) break;
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(w)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < W; ++w) REQUIRE(errors[static_cast<size_t>(w)].empty());
+  for (auto& c : clients) c->goodbye();
+  clients.clear();
+  servers.join();
+  REQUIRE(servers.error(0).empty());
+
+  REQUIRE(replies[0].size() == kSteps + 1);
+  for (int t = 1; t <= kSteps; ++t) {
+    INFO("step " << t);
+    CHECK(replies[0][static_cast<size_t>(t - 1)].version == t);  // one update per step
+    CHECK(replies[0][static_cast<size_t>(t - 1)].gradients == 2);
+  }
+  // Worker 0's last gradient went alone (worker 1 was 2.7 s away) and was not stale.
+  CHECK(replies[0][kSteps].version == kSteps + 1);
+  CHECK(replies[0][kSteps].gradients == 1);
+  CHECK(replies[0][kSteps].staleness == std::vector<int64_t>{1, 0, 0});
+  // Since its previous reply: worker 0's lone update, then its own, one update late.
+  CHECK(replies[1][kSteps].staleness == std::vector<int64_t>{1, 1, 0});
+  CHECK(servers.servers[0]->max_staleness_seen() == 1);
 }
