@@ -198,7 +198,7 @@ PushReply PsClient::push(const float* grads, const PushInfo& info, float* params
   return reply;
 }
 
-optim::OptimizerState PsClient::fetch_state(float* params, int64_t total) {
+optim::OptimizerState PsClient::fetch_state(float* params, int64_t total, PushReply* applied) {
   Impl& c = *impl_;
   optim::OptimizerState state;
   c.guarded([&] {
@@ -215,6 +215,15 @@ optim::OptimizerState PsClient::fetch_state(float* params, int64_t total) {
         // different orders at different servers); server 0's count stands for the state.
         state.step = m.i[0];
         state.names = names;
+        if (applied != nullptr) {
+          *applied = PushReply();
+          applied->loss_count = m.i[1];
+          applied->loss_sum = m.x;
+          if (!m.ints.empty()) {
+            applied->gradients = m.ints[0];
+            applied->staleness.assign(m.ints.begin() + 1, m.ints.end());
+          }
+        }
         state.buffers.assign(names.size(), std::vector<float>(static_cast<size_t>(total), 0.0f));
       } else if (names != state.names) {
         throw ClientError("worker " + std::to_string(c.worker) + ": " + c.peer(s) +

@@ -82,9 +82,11 @@ class PsClient {
   // Sends `grads` (the whole flat gradient buffer; each server gets its range), waits for
   // every server's reply and copies the updated parameters into `params`.
   PushReply push(const float* grads, const PushInfo& info, float* params);
-  // Worker 0 while every other worker waits (a checkpoint): the servers' parameters into
-  // `params` and their optimizer state as one whole-layout state (`total` floats each).
-  optim::OptimizerState fetch_state(float* params, int64_t total);
+  // Worker 0 while every other worker waits (a checkpoint, the end): the servers'
+  // parameters into `params` and their optimizer state as one whole-layout state (`total`
+  // floats each). `applied`, when given, receives what server 0 applied since this
+  // worker's last reply (loss sums, gradients, staleness histogram; the rest zero).
+  optim::OptimizerState fetch_state(float* params, int64_t total, PushReply* applied = nullptr);
   // No pushes from this worker until its next pull() (every worker of a checkpoint): the
   // servers stop waiting for it meanwhile.
   void pause();

@@ -394,16 +394,31 @@ void PsServer::State::handle_state(int w) {
   WorkerSlot& slot = slots[static_cast<size_t>(w)];
   optim::OptimizerState state;
   std::vector<float> params;
+  // The gradients applied since this worker's last reply go with the state, like a
+  // reply's: the state is fetched when no gradient is in flight (a checkpoint, the end),
+  // so worker 0's metrics then count every gradient applied, the slow workers' last ones
+  // included.
+  double loss_sum = 0.0;
+  int64_t loss_count = 0;
+  std::vector<int64_t> ints;
   {
     std::unique_lock lock(mu);
     wait_seeded(lock);
     state = optimizer->save_state();
     params.assign(set->data(), set->data() + floats());
+    loss_sum = slot.loss_sum;
+    loss_count = slot.loss_count;
+    ints.push_back(slot.gradients);
+    ints.insert(ints.end(), slot.histogram.begin(), slot.histogram.end());
+    slot.loss_sum = 0.0;
+    slot.loss_count = 0;
+    slot.gradients = 0;
+    std::fill(slot.histogram.begin(), slot.histogram.end(), 0);
   }
   std::vector<std::span<const float>> parts{std::span<const float>(params)};
   for (const auto& b : state.buffers) parts.emplace_back(b.data(), static_cast<size_t>(floats()));
-  const int64_t i[4] = {state.step, 0, 0, 0};
-  slot.conn->send(MsgType::state, i, 0.0, {}, join_names(state.names), parts, io_deadline());
+  const int64_t i[4] = {state.step, loss_count, 0, 0};
+  slot.conn->send(MsgType::state, i, loss_sum, ints, join_names(state.names), parts, io_deadline());
 }
 
 std::optional<Clock::time_point> PsServer::State::maybe_apply() {

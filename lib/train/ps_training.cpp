@@ -77,10 +77,14 @@ int64_t agreed_step(comm::Communicator& world, int64_t mine) {
   return best;
 }
 
-// Worker 0's model and optimizer become the servers' (before it writes a checkpoint).
-void take_server_state(Engine& e, ps::PsClient& client) {
+// Worker 0's model and optimizer become the servers' (before it writes a checkpoint);
+// what server 0 applied since worker 0's last reply joins its report window.
+void take_server_state(Engine& e, ps::PsClient& client, ReportWindow& window) {
   model::ParameterSet& params = e.gpt.params();
-  e.data_parallel.optimizer().load_state(client.fetch_state(params.data(), params.total()));
+  ps::PushReply applied;
+  e.data_parallel.optimizer().load_state(
+      client.fetch_state(params.data(), params.total(), &applied));
+  window.add(applied);
 }
 
 ps::ClientOptions client_options(const config::JobSpec& spec) {
@@ -219,7 +223,7 @@ TrainResult PsWorker::run() {
 void PsWorker::checkpoint_together(int64_t my_step) {
   client_->pause();
   const int64_t step = agreed_step(*groups_.world, my_step);
-  if (groups_.rank == 0) take_server_state(e_, *client_);
+  if (groups_.rank == 0) take_server_state(e_, *client_, window_);
   // Synchronous: the workers share no per-step collective that could agree on committing
   // a background write later.
   ckpt_->save(step, /*async=*/false);
@@ -265,7 +269,7 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
   client_->goodbye();
   const int64_t step = agreed_step(*groups_.world, my_step);
   result.steps = step;
-  if (groups_.rank == 0) take_server_state(e_, *client_);
+  if (groups_.rank == 0) take_server_state(e_, *client_, window_);
   ckpt_->save_final(step);
   std::optional<double> val;
   if (groups_.rank == 0) {

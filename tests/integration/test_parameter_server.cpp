@@ -146,9 +146,9 @@ TEST_CASE("asynchronous servers with a slow worker keep the budget and the stale
     CHECK(std::isfinite(row["loss"].get<double>()));
   }
   // The budget is 24 steps of both workers' shares; a worker in the middle of a step when
-  // it is spent still delivers that one. Worker 0 reports what server 0 applied up to its
-  // own last reply: the slow worker's last gradients may come after it.
-  CHECK(gradients >= 48 - 3);
+  // it is spent still delivers that one. Worker 0's metrics count every gradient applied,
+  // the slow worker's last ones too (they come with the final state).
+  CHECK(gradients >= 48);
   CHECK(gradients <= 49);
   CHECK(rows.back()["step"].get<int64_t>() >= 24);
   // The fast worker did not wait for the slow one at every step: some gradients were stale.
