@@ -7,7 +7,9 @@ Two questions, one JSON line per run, then Markdown tables:
    as scripts/bench/bench_dp_sync.py (global batch 16 x 64 tokens, --steps steps, AdamW with
    warm-up and cosine decay). Final validation loss of synchronous allreduce, parameter
    servers with max_staleness 0 (synchronous: must match allreduce) and with
-   max_staleness 2 (target: within 0.08 nats), S = 2 servers.
+   max_staleness 2 (target: within 0.08 nats), S = 2 servers; and max_staleness 2 with
+   worker 1 slowed 3x, where asynchrony really happens (no target: how much quality the
+   speed of part 2 costs).
 2. Heterogeneous workers: worker 1 slowed 3x with the test hook TRAINCTL_TEST_SLOWDOWN=1:3
    (it sleeps twice its compute time each step). Synchronous DP runs at the slow worker's
    pace; parameter servers let the fast worker keep computing within the staleness bound.
@@ -87,12 +89,15 @@ def run(binary, corpus, label, parallel, steps, env_extra=None):
 
 
 def loss_part(args):
-    runs = [("allreduce", "allreduce (synchronous)", 0),
-            ("ps", "parameter servers, max_staleness 0", 0),
-            ("ps", f"parameter servers, max_staleness {args.staleness}", args.staleness)]
+    slow = {"TRAINCTL_TEST_SLOWDOWN": "1:3"}
+    runs = [("allreduce", "allreduce (synchronous)", 0, None),
+            ("ps", "parameter servers, max_staleness 0", 0, None),
+            ("ps", f"parameter servers, max_staleness {args.staleness}", args.staleness, None),
+            ("ps", f"parameter servers, max_staleness {args.staleness}, worker 1 slowed 3x",
+             args.staleness, slow)]
     results = []
-    for mode, label, k in runs:
-        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.steps)
+    for mode, label, k, env in runs:
+        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.steps, env)
         print(json.dumps(r), flush=True)
         results.append(r)
     base = results[0]["val_loss"]
@@ -118,10 +123,12 @@ def speed_part(args):
         results.append(r)
     base = results[1]["tokens_per_s"]
     print()
-    print(f"| run ({args.speed_steps} steps) | wall s | tokens/s | vs synchronous with the slow worker |")
-    print("| --- | --- | --- | --- |")
+    print(f"| run ({args.speed_steps} steps) | wall s | tokens/s | vs synchronous with the slow worker | staleness histogram |")
+    print("| --- | --- | --- | --- | --- |")
     for r in results:
-        print(f"| {r['run']} | {r['elapsed_s']:.1f} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / base:.2f}× |")
+        hist = ", ".join(str(n) for n in r["staleness_histogram"]) or "—"
+        print(f"| {r['run']} | {r['elapsed_s']:.1f} | {r['tokens_per_s']:,.0f} | "
+              f"{r['tokens_per_s'] / base:.2f}× | {hist} |")
 
 
 def main():
