@@ -19,7 +19,7 @@ Two questions, one JSON line per run, then Markdown tables:
 
 Usage: scripts/bench/bench_parameter_server.py [--trainctl build/trainctl] [--steps 400]
        [--speed-steps 120] [--corpus /work/shared/data/tinyshakespeare.txt]
-       [--parts loss,speed] [--staleness 2]
+       [--parts loss,speed] [--staleness 2] [--optimizer adamw|sgd]
 Skips (exit 0, a message) when the corpus is absent.
 """
 import argparse
@@ -28,6 +28,9 @@ import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_dp_sync import OPTIMIZERS  # noqa: E402  the same two optimizers, one definition
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 V, T, L, C = 256, 64, 2, 128
@@ -42,7 +45,7 @@ def parallel_of(mode, servers, staleness):
             f"{{servers: {servers}, max_staleness: {staleness}}}}}")
 
 
-def spec_text(run_dir, corpus, parallel, steps):
+def spec_text(run_dir, corpus, parallel, steps, optimizer="adamw"):
     return f"""name: bench-ps
 run_dir: {run_dir}
 seed: 1234
@@ -51,22 +54,21 @@ data: {{type: text, path: {corpus}, val_fraction: 0.05}}
 parallel: {parallel}
 training: {{steps: {steps}, micro_batch_size: 8, global_batch_size: {GLOBAL_BATCH}, grad_clip: 1.0,
            eval_every: {steps}, eval_batches: 16, threads: 1}}
-optimizer: {{type: adamw, lr: 3.0e-3, betas: [0.9, 0.95], weight_decay: 0.1,
-            warmup_steps: 20, decay: cosine, min_lr: 3.0e-4}}
+optimizer: {OPTIMIZERS[optimizer]}
 checkpoint: {{every_steps: 0}}
 logging: {{every_steps: 1, tensorboard: false}}
 runtime: {{comm_selftest: false}}
 """
 
 
-def run(binary, corpus, label, parallel, steps, env_extra=None):
+def run(binary, corpus, label, parallel, steps, env_extra=None, optimizer="adamw"):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINCTL_")}
     env.update(env_extra or {})
     with tempfile.TemporaryDirectory() as d:
         spec = os.path.join(d, "job.yaml")
         run_dir = os.path.join(d, "run")
         with open(spec, "w") as f:
-            f.write(spec_text(run_dir, corpus, parallel, steps))
+            f.write(spec_text(run_dir, corpus, parallel, steps, optimizer))
         p = subprocess.run([binary, "train", spec], capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise SystemExit(f"{label}: trainctl train exited {p.returncode}\n{p.stdout}\n{p.stderr}")
@@ -97,7 +99,8 @@ def loss_part(args):
              args.staleness, slow)]
     results = []
     for mode, label, k, env in runs:
-        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.steps, env)
+        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.steps, env,
+                args.optimizer)
         print(json.dumps(r), flush=True)
         results.append(r)
     base = results[0]["val_loss"]
@@ -118,7 +121,8 @@ def speed_part(args):
             ("ps", f"parameter servers K = {2 * args.staleness}, worker 1 slowed 3x", 2 * args.staleness, slow)]
     results = []
     for mode, label, k, env in runs:
-        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.speed_steps, env)
+        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.speed_steps, env,
+                args.optimizer)
         print(json.dumps(r), flush=True)
         results.append(r)
     base = results[1]["tokens_per_s"]
@@ -140,6 +144,8 @@ def main():
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--staleness", type=int, default=2)
     ap.add_argument("--parts", default="loss,speed")
+    ap.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="adamw",
+                    help="adamw (default) or sgd: momentum SGD (as bench_dp_sync.py --optimizer)")
     args = ap.parse_args()
     if not os.path.isfile(args.corpus):
         print(f"skipped: no corpus at {args.corpus} (pass --corpus)")
