@@ -356,7 +356,7 @@ int run(int argc, char** argv) {
       "bytes of the target tokens' text under its tokenizer. Exit code 2 for a missing or\n"
       "damaged checkpoint or one of another model.");
   CLI::App* sample_cmd = app.add_subcommand(
-      "sample", "Generate text from a checkpoint (KV-cache decoding, one CPU process)");
+      "sample", "Generate text from a checkpoint (KV-cache decoding, one process, CPU or GPU)");
   trainctl::app::SampleArgs sample_args;
   sample_cmd
       ->add_option("from", sample_args.from,
@@ -380,16 +380,20 @@ int run(int argc, char** argv) {
   sample_cmd->add_option("--threads", sample_args.threads, "Compute threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  sample_cmd->add_option("--device", sample_args.device, "cpu, or cuda (the first visible GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   sample_cmd->footer(
       "Example:\n  trainctl sample runs/quickstart --prompt \"ROMEO:\" --max-new-tokens 200 "
       "--temperature 0.8 --top-k 40 --seed 1\n\n"
-      "Loads the checkpoint on one process whatever dp/tp/pp/ZeRO layout wrote it and runs on\n"
-      "the CPU even when the job trained on CUDA (the decoder is CPU-only). Text is bytes\n"
+      "Loads the checkpoint on one process whatever dp/tp/pp/ZeRO layout or device wrote it,\n"
+      "and decodes on the CPU or, with --device cuda, on the first visible GPU (weights, cache\n"
+      "and every op on the device; the same text for a seed up to float rounding). Text is bytes\n"
       "(vocab 256) unless the run's data came from `trainctl data prepare` (its tokenizer is\n"
       "used) or --tokenizer is given. The prompt and the sample go to stdout. Past the model's\n"
       "max_seq_len the context keeps its last max_seq_len/2 tokens. Exit code 2 for a missing\n"
-      "or non-GPT checkpoint, an empty prompt without an end-of-text token to start from, or\n"
-      "a prompt token outside the model's vocabulary.");
+      "or non-GPT checkpoint, an empty prompt without an end-of-text token to start from, a\n"
+      "prompt token outside the model's vocabulary, or --device cuda without a usable GPU.");
   CLI::App* report = app.add_subcommand(
       "report", "One HTML page of a run's curves, throughput, step time, rank map and timeline");
   trainctl::app::ReportArgs report_args;

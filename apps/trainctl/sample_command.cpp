@@ -6,6 +6,8 @@
 
 #include "checkpoint/commit.h"
 #include "checkpoint/reader.h"
+#include "device/cuda_plugin.h"
+#include "device/make_backend.h"
 #include "model/gpt_decode.h"
 #include "model/token_sampling.h"
 #include "run_tokenizer.h"
@@ -84,13 +86,21 @@ int cmd_sample(const SampleArgs& args) {
 
   ops::BackendOptions bo;
   bo.threads = args.threads;
-  std::unique_ptr<ops::Backend> backend = ops::make_cpu_backend(bo);
+  const Device device = args.device == "cuda" ? Device::cuda : Device::cpu;
+  std::unique_ptr<ops::Backend> backend;
+  try {
+    backend = device::make_backend(device, bo);
+  } catch (const device::DeviceUnavailable& e) {
+    throw InputError(std::string("--device cuda: ") + e.what() +
+                     "; sample on the CPU with --device cpu");
+  }
   model::GptDecoder decoder(config, *backend, [&](const std::string& name, float* out, size_t n) {
     const std::vector<float> full = reader.read_full(name);
     std::copy_n(full.data(), n, out);
   });
-  std::fprintf(stderr, "sampling from %s (step %lld, %s tokens)\n", dir.string().c_str(),
-               static_cast<long long>(reader.metadata().step), tok ? "BPE" : "byte-level");
+  std::fprintf(stderr, "sampling from %s (step %lld, %s tokens, on the %s)\n", dir.string().c_str(),
+               static_cast<long long>(reader.metadata().step), tok ? "BPE" : "byte-level",
+               device == Device::cuda ? "GPU" : "CPU");
 
   std::string text = args.prompt;
   std::fwrite(text.data(), 1, text.size(), stdout);

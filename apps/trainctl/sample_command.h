@@ -1,6 +1,7 @@
 #pragma once
 // `trainctl sample`: text from a checkpoint, decoded one token at a time with a key/value
-// cache (model/gpt_decode.h) on one CPU process, whatever layout or device trained it.
+// cache (model/gpt_decode.h) in one process, on the CPU or one GPU, whatever layout or
+// device trained it.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -16,11 +17,12 @@ struct SampleArgs {
   int top_k = 0;
   uint64_t seed = 1337;
   int threads = 1;
+  std::string device = "cpu";  // cpu | cuda (GPU 0 of the visible ones)
 };
 
 // Prints the prompt followed by the sampled text on stdout. Throws InputError (exit 2) for
-// a missing or non-GPT checkpoint, an empty prompt without a BOS token, or a prompt token
-// outside the model's vocabulary.
+// a missing or non-GPT checkpoint, an empty prompt without a BOS token, a prompt token
+// outside the model's vocabulary, or --device cuda where no GPU can be used.
 int cmd_sample(const SampleArgs& args);
 
 }  // namespace trainctl::app

@@ -1,10 +1,12 @@
 #pragma once
 // Inference for the models of model/gpt.h (both families) with a key/value cache:
-// incremental decoding feeds
-// one token per step, which attends to the keys and values cached for the positions before
-// it, so producing n tokens costs O(n) block evaluations instead of O(n^2). Separate from
-// Gpt (which keeps training buffers, shards and recomputation): the whole model, one
-// sequence, forward only, on the CPU backend's ops.
+// incremental decoding feeds one token per step, which attends to the keys and values
+// cached for the positions before it, so producing n tokens costs O(n) block evaluations
+// instead of O(n^2). Separate from Gpt (which keeps training buffers, shards and
+// recomputation): the whole model, one sequence, forward only. Weights, caches and scratch
+// live in the backend's memory and every operation is a backend op (attention over the
+// cache is Backend::attention_decode), so the same decoder runs on the CPU and on a GPU;
+// only the logits come back to the host.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,10 +23,13 @@ using WeightLoader = std::function<void(const std::string& name, float* out, siz
 class GptDecoder {
  public:
   // Loads every parameter (gpt: nanoGPT names, transformer.wte.weight, ...; llama: Hugging
-  // Face's, model.embed_tokens.weight, ...) through `load`. `backend` must work on host
-  // memory (the CPU backend). Llama applies RoPE at each token's position (pos0 = the
-  // cache's position) and caches n_kv_head k/v heads.
+  // Face's, model.embed_tokens.weight, ...) through `load` (into host memory, one tensor at
+  // a time, then copied to the backend). Llama applies RoPE at each token's position (pos0
+  // = the cache's position) and caches n_kv_head k/v heads.
   GptDecoder(const ModelConfig& config, ops::Backend& backend, const WeightLoader& load);
+  ~GptDecoder();
+  GptDecoder(const GptDecoder&) = delete;
+  GptDecoder& operator=(const GptDecoder&) = delete;
 
   const ModelConfig& config() const { return config_; }
   // Tokens in the cache (the position the next step() writes).
@@ -47,27 +52,37 @@ class GptDecoder {
 
  private:
   // Llama: attn_w is q | k | v stacked ([(NH + 2 NKV) hd, C]), fc_w gate | up ([2H, C]),
-  // proj_w o_proj, fc_proj_w down_proj; the biases and ln*_b are empty.
+  // proj_w o_proj, fc_proj_w down_proj; the biases and ln*_b are null. All in backend memory.
   struct Block {
-    std::vector<float> ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b;
-    std::vector<float> ln2_w, ln2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
-    std::vector<float> k_cache, v_cache;  // [max_seq_len, n_kv_head * head_dim]
+    const float *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr;
+    const float *proj_w = nullptr, *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr;
+    const float *fc_w = nullptr, *fc_b = nullptr, *fc_proj_w = nullptr, *fc_proj_b = nullptr;
+    float *k_cache = nullptr, *v_cache = nullptr;  // [max_seq_len, n_kv_head * head_dim]
   };
+  // A scratch buffer in backend memory that grows to the largest size asked for.
+  struct Scratch {
+    float* p = nullptr;
+    size_t n = 0;
+  };
+  float* alloc(size_t n);  // backend memory owned by the decoder
+  float* upload(const std::vector<float>& host);
+  float* grow(Scratch& s, size_t n);
   // out = the family's norm of x [N, C] (LayerNorm with bias, or RMSNorm).
-  void norm(float* out, const float* x, const std::vector<float>& w, const std::vector<float>& b,
-            int N);
+  void norm(float* out, const float* x, const float* w, const float* b, int N);
   // x += mlp(ln_2(x)) for N rows.
   void block_mlp(const Block& b, float* x, int N);
-  static const float* bias(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
-  const float* head() const { return lm_head_.empty() ? wte_.data() : lm_head_.data(); }
+  const float* head() const { return lm_head_ != nullptr ? lm_head_ : wte_; }
 
   ModelConfig config_;
   ops::Backend& be_;
-  std::vector<float> wte_, wpe_, lnf_w_, lnf_b_, lm_head_;
+  std::vector<void*> owned_;
+  const float *wte_ = nullptr, *wpe_ = nullptr, *lnf_w_ = nullptr, *lnf_b_ = nullptr;
+  const float* lm_head_ = nullptr;
   std::vector<Block> blocks_;
   int pos_ = 0;
-  // Per-step scratch.
-  std::vector<float> x_, h_, qkv_, y_, stats_, fc_, logits_;
+  // Scratch, reused between steps.
+  Scratch x_, h_, qkv_, att_, proj_, stats_, fc_, y_, logits_dev_;
+  std::vector<float> logits_;  // the host copy step() returns
 };
 
 }  // namespace trainctl::model

@@ -136,6 +136,15 @@ class Backend {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* out, const float* lse,
                                   const AttentionShape& shape) = 0;
+  // One new token's attention over a key/value cache (incremental decoding): q
+  // [n_head * head_dim] its queries; k_cache and v_cache [len, n_kv_head * head_dim]
+  // row-major, positions 0..len-1, the new token's own keys and values last. out
+  // [n_head * head_dim]. Query head h reads k/v head h / (n_head / n_kv_head); scores are
+  // scaled by 1/sqrt(head_dim). The same result as attention_forward's last row over the
+  // whole sequence, in O(len) instead of O(len^2).
+  virtual void attention_decode(float* out, const float* q, const float* k_cache,
+                                const float* v_cache, int len, int n_head, int n_kv_head,
+                                int head_dim) = 0;
   // Multi-head attention (GPT): C = NH * head size, nanoGPT's c_attn output [B, T, 3C].
   void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
     attention_forward(out, lse, qkv, AttentionShape::multi_head(B, T, C, NH));

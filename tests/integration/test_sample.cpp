@@ -2,6 +2,8 @@
 // of the layout that wrote the checkpoint; bad input exits 2 naming what is wrong.
 #include <catch2/catch.hpp>
 
+#include "device/cuda_plugin.h"
+#include "device/make_backend.h"
 #include "integration/helpers.h"
 #include "unit/test_checkpoint_support.h"
 
@@ -28,10 +30,21 @@ fs::path train_tiny(const TempDir& dir) {
 }
 
 ProcResult sample(const TempDir& dir, const fs::path& from, const std::string& prompt,
-                  const std::string& seed, const std::string& temperature = "1.0") {
+                  const std::string& seed, const std::string& temperature = "1.0",
+                  const std::string& device = "cpu") {
   return run_trainctl({"sample", from.string(), "--prompt", prompt, "--max-new-tokens", "40",
-                       "--temperature", temperature, "--seed", seed},
+                       "--temperature", temperature, "--seed", seed, "--device", device},
                       dir.path());
+}
+
+// Whether this process can use a GPU (the CUDA plugin loads and sees a device).
+bool gpu_usable() {
+  try {
+    trainctl::device::make_backend(trainctl::Device::cuda, {}, 0);
+    return true;
+  } catch (const trainctl::device::DeviceUnavailable&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -97,4 +110,25 @@ TEST_CASE("sample refuses a checkpoint of another model", "[sample][integration]
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("step_00000003/metadata.json: not a gpt checkpoint as its "
                                     "metadata says (no tensor transformer.wte.weight)"));
+}
+
+TEST_CASE("sample --device cuda decodes on the GPU, or exits 2 saying why where there is none",
+          "[sample][integration]") {
+  TempDir dir("sample");
+  const fs::path run = train_tiny(dir);
+  ProcResult r = sample(dir, run, "Hello", "1", "0", "cuda");
+  INFO(r.out << r.err);
+  if (gpu_usable()) {
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.rfind("Hello", 0) == 0);
+    CHECK(r.out.size() == 5 + 40 + 1);
+    CHECK_THAT(r.err, Catch::Contains("on the GPU"));
+  } else {
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--device cuda: "));
+    CHECK_THAT(r.err, Catch::Contains("--device cpu"));
+  }
+  ProcResult bad = sample(dir, run, "Hello", "1", "0", "tpu");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--device"));
 }

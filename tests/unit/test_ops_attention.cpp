@@ -72,3 +72,40 @@ TEST_CASE("attention rejects a head count that does not divide C", "[ops]") {
   REQUIRE_THROWS_AS(be->attention_forward(out.data(), lse.data(), qkv.data(), 1, 1, 10, 3),
                     std::invalid_argument);
 }
+
+TEST_CASE("attention over a key/value cache is the full attention's last row", "[ops]") {
+  // Grouped-query (8 query heads on 2 k/v heads) and multi-head, on 1 and 2 threads.
+  struct Case {
+    int T, n_head, n_kv_head, head_dim, threads;
+  };
+  for (const Case c : {Case{1, 8, 2, 16, 1}, Case{19, 8, 2, 16, 2}, Case{33, 4, 4, 32, 1}}) {
+    auto be = ops::make_cpu_backend(ops::BackendOptions{c.threads});
+    const ops::AttentionShape shape{1, c.T, c.n_head, c.n_kv_head, c.head_dim};
+    const int W = shape.qkv_width(), q_width = shape.q_width(), kv = shape.kv_width();
+    const auto qkv = ref::random_floats(static_cast<size_t>(c.T) * W, 83, -2.0f, 2.0f);
+    std::vector<float> out(static_cast<size_t>(c.T) * q_width);
+    std::vector<float> lse(static_cast<size_t>(c.n_head) * c.T);
+    be->attention_forward(out.data(), lse.data(), qkv.data(), shape);
+    // The caches: each position's k and v heads, packed [T, kv].
+    std::vector<float> k_cache(static_cast<size_t>(c.T) * kv), v_cache(k_cache.size());
+    for (int t = 0; t < c.T; ++t) {
+      const float* row = qkv.data() + static_cast<size_t>(t) * W;
+      std::copy_n(row + q_width, kv, k_cache.data() + static_cast<size_t>(t) * kv);
+      std::copy_n(row + q_width + kv, kv, v_cache.data() + static_cast<size_t>(t) * kv);
+    }
+    std::vector<float> got(static_cast<size_t>(q_width));
+    be->attention_decode(got.data(), qkv.data() + static_cast<size_t>(c.T - 1) * W, k_cache.data(),
+                         v_cache.data(), c.T, c.n_head, c.n_kv_head, c.head_dim);
+    INFO("T=" << c.T << " heads " << c.n_head << "/" << c.n_kv_head);
+    const float* want = out.data() + static_cast<size_t>(c.T - 1) * q_width;
+    for (int i = 0; i < q_width; ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5).epsilon(1e-5));
+  }
+  auto be = ops::make_cpu_backend({});
+  std::vector<float> none(8);
+  CHECK_THROWS_AS(
+      be->attention_decode(none.data(), none.data(), none.data(), none.data(), 1, 3, 2, 4),
+      std::invalid_argument);
+  CHECK_THROWS_AS(
+      be->attention_decode(none.data(), none.data(), none.data(), none.data(), 0, 2, 2, 4),
+      std::invalid_argument);
+}

@@ -34,6 +34,42 @@ void CpuBackend::attention_forward(float* out, float* lse, const float* qkv,
   });
 }
 
+void CpuBackend::attention_decode(float* out, const float* q, const float* k_cache,
+                                  const float* v_cache, int len, int n_head, int n_kv_head,
+                                  int head_dim) {
+  AttentionShape{1, len, n_head, n_kv_head, head_dim}.check();
+  const int group = n_head / n_kv_head, hd = head_dim;
+  const size_t kv_width = static_cast<size_t>(n_kv_head) * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  pool_.parallel_for(n_head, 1, [&](int64_t h0, int64_t h1, int t) {
+    float* att = scratch(t, static_cast<size_t>(len));
+    for (int64_t head = h0; head < h1; ++head) {
+      const float* qh = q + head * hd;
+      const size_t kv_off = static_cast<size_t>(head / group) * hd;
+      float max_score = -INFINITY;
+      for (int j = 0; j < len; ++j) {
+        const float* k = k_cache + static_cast<size_t>(j) * kv_width + kv_off;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot += qh[d] * k[d];
+        att[j] = dot * scale;
+        max_score = std::max(max_score, att[j]);
+      }
+      double sum = 0.0;
+      for (int j = 0; j < len; ++j) {
+        att[j] = std::exp(att[j] - max_score);
+        sum += att[j];
+      }
+      float* o = out + head * hd;
+      std::fill_n(o, hd, 0.0f);
+      for (int j = 0; j < len; ++j) {
+        const float p = static_cast<float>(att[j] / sum);
+        const float* v = v_cache + static_cast<size_t>(j) * kv_width + kv_off;
+        for (int d = 0; d < hd; ++d) o[d] += p * v[d];
+      }
+    }
+  });
+}
+
 namespace {
 
 // Copies `rows` rows of hs floats between strided and packed layouts.

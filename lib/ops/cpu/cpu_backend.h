@@ -55,6 +55,8 @@ class CpuBackend final : public Backend {
                          const AttentionShape& shape) override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                           const float* lse, const AttentionShape& shape) override;
+  void attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                        int len, int n_head, int n_kv_head, int head_dim) override;
 
   void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
                        float eps) override;

@@ -257,6 +257,14 @@ void CudaBackend::attention_backward(float* dqkv, const float* dout, const float
   op_done();
 }
 
+void CudaBackend::attention_decode(float* out, const float* q, const float* k_cache,
+                                   const float* v_cache, int len, int n_head, int n_kv_head,
+                                   int head_dim) {
+  bind();
+  launch_attention_decode(stream_, out, q, k_cache, v_cache, len, n_head, n_kv_head, head_dim);
+  op_done();
+}
+
 // --- Llama-family ops ----------------------------------------------------------------------
 
 void CudaBackend::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,

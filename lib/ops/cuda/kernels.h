@@ -57,6 +57,10 @@ void launch_layernorm_backward(cudaStream_t s, float* dinp, float* dweight, floa
 inline constexpr int kMaxHeadDim = 256;
 void launch_attention_forward(cudaStream_t s, float* out, float* lse, const float* qkv,
                               const AttentionShape& shape);
+// One token's queries q [n_head * head_dim] over caches [len, n_kv_head * head_dim].
+void launch_attention_decode(cudaStream_t s, float* out, const float* q, const float* k_cache,
+                             const float* v_cache, int len, int n_head, int n_kv_head,
+                             int head_dim);
 // scratch: B * n_head * T floats.
 void launch_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* qkv,
                                const float* out, const float* lse, const AttentionShape& shape,

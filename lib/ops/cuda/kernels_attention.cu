@@ -115,6 +115,43 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* qk
   if (lane == 0) lse[row] = m + logf(l);
 }
 
+// One new token's attention over a key/value cache [len, KVH * hs]: one warp per query
+// head, the same online softmax as the forward kernel's last row.
+__global__ void attention_decode_kernel(float* out, const float* q, const float* k_cache,
+                                        const float* v_cache, int len, int NH, int group, int hs,
+                                        int kv_width, float scale) {
+  const int h = static_cast<int>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (h >= NH) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t kv_head = static_cast<int64_t>(h / group) * hs;
+  float qr[kPerLane], acc[kPerLane];
+  load_head(qr, q + static_cast<int64_t>(h) * hs, hs, lane, scale);
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) acc[k] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int j = 0; j < len; ++j) {
+    const int64_t at = static_cast<int64_t>(j) * kv_width + kv_head;
+    const float s = warp_dot(qr, k_cache + at, hs, lane);
+    const float m_new = fmaxf(m, s);
+    const float correction = expf(m - m_new);  // 0 on the first key (m = -inf)
+    const float p = expf(s - m_new);
+    l = l * correction + p;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int d = lane + 32 * k;
+      acc[k] = acc[k] * correction + (d < hs ? p * v_cache[at + d] : 0.0f);
+    }
+    m = m_new;
+  }
+  float* o = out + static_cast<int64_t>(h) * hs;
+  const float inv = 1.0f / l;
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int d = lane + 32 * k;
+    if (d < hs) o[d] = acc[k] * inv;
+  }
+}
+
 // delta[row] = dout . out for the row's head slice.
 __global__ void attention_delta_kernel(float* delta, const float* dout, const float* out,
                                        Geometry g) {
@@ -237,6 +274,17 @@ void launch_attention_forward(cudaStream_t s, float* out, float* lse, const floa
   attention_forward_kernel<<<blocks_for_rows(rows), kWarpsPerBlock * 32, 0, s>>>(
       out, lse, qkv, geometry(shape), scale);
   TRAINCTL_CUDA_CHECK_LAUNCH(attention_forward_kernel);
+}
+
+void launch_attention_decode(cudaStream_t s, float* out, const float* q, const float* k_cache,
+                             const float* v_cache, int len, int n_head, int n_kv_head,
+                             int head_dim) {
+  const AttentionShape shape{1, len, n_head, n_kv_head, head_dim};
+  check_shape(shape);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  attention_decode_kernel<<<blocks_for_rows(n_head), kWarpsPerBlock * 32, 0, s>>>(
+      out, q, k_cache, v_cache, len, n_head, shape.group(), head_dim, shape.kv_width(), scale);
+  TRAINCTL_CUDA_CHECK_LAUNCH(attention_decode_kernel);
 }
 
 void launch_attention_backward(cudaStream_t s, float* dqkv, const float* dout, const float* qkv,
