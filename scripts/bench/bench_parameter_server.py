@@ -90,49 +90,53 @@ def run(binary, corpus, label, parallel, steps, env_extra=None, optimizer="adamw
     }
 
 
-def loss_part(args):
-    slow = {"TRAINCTL_TEST_SLOWDOWN": "1:3"}
-    runs = [("allreduce", "allreduce (synchronous)", 0, None),
-            ("ps", "parameter servers, max_staleness 0", 0, None),
-            ("ps", f"parameter servers, max_staleness {args.staleness}", args.staleness, None),
-            ("ps", f"parameter servers, max_staleness {args.staleness}, worker 1 slowed 3x",
-             args.staleness, slow)]
+SLOW = {"TRAINCTL_TEST_SLOWDOWN": "1:3"}
+
+
+def run_all(args, runs, steps):
+    """Runs (mode, label, max_staleness, extra environment) one after the other."""
     results = []
     for mode, label, k, env in runs:
-        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.steps, env,
+        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), steps, env,
                 args.optimizer)
         print(json.dumps(r), flush=True)
         results.append(r)
-    base = results[0]["val_loss"]
     print()
+    return results
+
+
+def histogram(r):
+    return ", ".join(str(n) for n in r["staleness_histogram"]) or "—"
+
+
+def loss_part(args):
+    k = args.staleness
+    results = run_all(args, [("allreduce", "allreduce (synchronous)", 0, None),
+                             ("ps", "parameter servers, max_staleness 0", 0, None),
+                             ("ps", f"parameter servers, max_staleness {k}", k, None),
+                             ("ps", f"parameter servers, max_staleness {k}, worker 1 slowed 3x", k, SLOW)],
+                      args.steps)
+    base = results[0]["val_loss"]
     print(f"| run ({args.steps} steps, S = {args.servers}) | val loss | Δ vs allreduce (nats) | staleness histogram |")
     print("| --- | --- | --- | --- |")
     for r in results:
-        hist = ", ".join(str(n) for n in r["staleness_histogram"]) or "—"
-        print(f"| {r['run']} | {r['val_loss']:.4f} | {r['val_loss'] - base:+.4f} | {hist} |")
+        print(f"| {r['run']} | {r['val_loss']:.4f} | {r['val_loss'] - base:+.4f} | {histogram(r)} |")
     print()
 
 
 def speed_part(args):
-    slow = {"TRAINCTL_TEST_SLOWDOWN": "1:3"}
-    runs = [("allreduce", "allreduce, equal workers", 0, None),
-            ("allreduce", "allreduce, worker 1 slowed 3x", 0, slow),
-            ("ps", f"parameter servers K = {args.staleness}, worker 1 slowed 3x", args.staleness, slow),
-            ("ps", f"parameter servers K = {2 * args.staleness}, worker 1 slowed 3x", 2 * args.staleness, slow)]
-    results = []
-    for mode, label, k, env in runs:
-        r = run(args.trainctl, args.corpus, label, parallel_of(mode, args.servers, k), args.speed_steps, env,
-                args.optimizer)
-        print(json.dumps(r), flush=True)
-        results.append(r)
+    k = args.staleness
+    results = run_all(args, [("allreduce", "allreduce, equal workers", 0, None),
+                             ("allreduce", "allreduce, worker 1 slowed 3x", 0, SLOW),
+                             ("ps", f"parameter servers K = {k}, worker 1 slowed 3x", k, SLOW),
+                             ("ps", f"parameter servers K = {2 * k}, worker 1 slowed 3x", 2 * k, SLOW)],
+                      args.speed_steps)
     base = results[1]["tokens_per_s"]
-    print()
     print(f"| run ({args.speed_steps} steps) | wall s | tokens/s | vs synchronous with the slow worker | staleness histogram |")
     print("| --- | --- | --- | --- | --- |")
     for r in results:
-        hist = ", ".join(str(n) for n in r["staleness_histogram"]) or "—"
         print(f"| {r['run']} | {r['elapsed_s']:.1f} | {r['tokens_per_s']:,.0f} | "
-              f"{r['tokens_per_s'] / base:.2f}× | {hist} |")
+              f"{r['tokens_per_s'] / base:.2f}× | {histogram(r)} |")
 
 
 def main():
