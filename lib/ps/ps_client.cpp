@@ -19,6 +19,17 @@ struct Server {
   int64_t version = 0;  // of the parameters it last sent this worker
 };
 
+// Server 0's count of the gradients applied since this worker's last answer (a reply or
+// the state): their loss sums, then in ints the gradients and the staleness histogram.
+void read_applied(const wire::Message& m, int64_t loss_count, PushReply& out) {
+  out.loss_count = loss_count;
+  out.loss_sum = m.x;
+  if (!m.ints.empty()) {
+    out.gradients = m.ints[0];
+    out.staleness.assign(m.ints.begin() + 1, m.ints.end());
+  }
+}
+
 }  // namespace
 
 struct PsClient::Impl {
@@ -55,6 +66,17 @@ struct PsClient::Impl {
       throw ClientError("worker " + std::to_string(worker) + ": " + peer(s) + " answered " +
                         wire::to_string(m.type) + " instead of " + wire::to_string(want));
     }
+    return m;
+  }
+
+  // Server s's answer of type `want` carrying its shard of the parameters, read into
+  // `params` (the whole flat layout); its version is remembered for the next push.
+  wire::Message receive_params(size_t s, MsgType want, float* params, wire::Deadline deadline) {
+    Server& server = servers[s];
+    wire::Message m = expect(s, want, deadline);
+    expect_floats(s, m, server.shard.floats());
+    server.conn->read_floats(params + server.shard.begin, m.floats, deadline);
+    server.version = m.i[1];
     return m;
   }
 
@@ -139,11 +161,7 @@ int64_t PsClient::pull(float* params) {
     for (Server& server : c.servers) server.conn->send(MsgType::pull, c.reply_deadline());
     const wire::Deadline deadline = c.reply_deadline();
     for (size_t s = 0; s < c.servers.size(); ++s) {
-      Server& server = c.servers[s];
-      const wire::Message m = c.expect(s, MsgType::params, deadline);
-      c.expect_floats(s, m, server.shard.floats());
-      server.conn->read_floats(params + server.shard.begin, m.floats, deadline);
-      server.version = m.i[1];
+      const wire::Message m = c.receive_params(s, MsgType::params, params, deadline);
       if (s == 0) global_step = m.i[0];
     }
   });
@@ -170,23 +188,14 @@ PushReply PsClient::push(const float* grads, const PushInfo& info, float* params
     }
     const wire::Deadline deadline = c.reply_deadline();
     for (size_t s = 0; s < c.servers.size(); ++s) {
-      Server& server = c.servers[s];
-      const wire::Message m = c.expect(s, MsgType::reply, deadline);
-      c.expect_floats(s, m, server.shard.floats());
-      server.conn->read_floats(params + server.shard.begin, m.floats, deadline);
-      server.version = m.i[1];
+      const wire::Message m = c.receive_params(s, MsgType::reply, params, deadline);
       if (s != 0) continue;
       reply.global_step = m.i[0];
       reply.version = m.i[1];
       reply.done = (m.i[2] & wire::kFlagDone) != 0;
       reply.stop = (m.i[2] & wire::kFlagStop) != 0;
       reply.checkpoint = (m.i[2] & wire::kFlagCheckpoint) != 0;
-      reply.loss_count = m.i[3];
-      reply.loss_sum = m.x;
-      if (!m.ints.empty()) {
-        reply.gradients = m.ints[0];
-        reply.staleness.assign(m.ints.begin() + 1, m.ints.end());
-      }
+      read_applied(m, m.i[3], reply);
     }
     for (Server& server : c.servers) {
       sent += server.conn->payload_bytes_sent();
@@ -217,12 +226,7 @@ optim::OptimizerState PsClient::fetch_state(float* params, int64_t total, PushRe
         state.names = names;
         if (applied != nullptr) {
           *applied = PushReply();
-          applied->loss_count = m.i[1];
-          applied->loss_sum = m.x;
-          if (!m.ints.empty()) {
-            applied->gradients = m.ints[0];
-            applied->staleness.assign(m.ints.begin() + 1, m.ints.end());
-          }
+          read_applied(m, m.i[1], *applied);
         }
         state.buffers.assign(names.size(), std::vector<float>(static_cast<size_t>(total), 0.0f));
       } else if (names != state.names) {

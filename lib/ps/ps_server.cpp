@@ -60,6 +60,24 @@ struct WorkerSlot {
   bool checkpoint_due = false;
   bool goodbye = false;
   bool exited = false;
+
+  // What a reply or the state carries of the gradients applied since this worker's last
+  // answer (loss sums; ints: the gradients, then the staleness histogram), counting afresh
+  // from here.
+  struct Applied {
+    double loss_sum = 0.0;
+    int64_t loss_count = 0;
+    std::vector<int64_t> ints;
+  };
+  Applied take_applied() {
+    Applied a{loss_sum, loss_count, {gradients}};
+    a.ints.insert(a.ints.end(), histogram.begin(), histogram.end());
+    loss_sum = 0.0;
+    loss_count = 0;
+    gradients = 0;
+    std::fill(histogram.begin(), histogram.end(), 0);
+    return a;
+  }
 };
 
 }  // namespace
@@ -398,27 +416,19 @@ void PsServer::State::handle_state(int w) {
   // reply's: the state is fetched when no gradient is in flight (a checkpoint, the end),
   // so worker 0's metrics then count every gradient applied, the slow workers' last ones
   // included.
-  double loss_sum = 0.0;
-  int64_t loss_count = 0;
-  std::vector<int64_t> ints;
+  WorkerSlot::Applied since;
   {
     std::unique_lock lock(mu);
     wait_seeded(lock);
     state = optimizer->save_state();
     params.assign(set->data(), set->data() + floats());
-    loss_sum = slot.loss_sum;
-    loss_count = slot.loss_count;
-    ints.push_back(slot.gradients);
-    ints.insert(ints.end(), slot.histogram.begin(), slot.histogram.end());
-    slot.loss_sum = 0.0;
-    slot.loss_count = 0;
-    slot.gradients = 0;
-    std::fill(slot.histogram.begin(), slot.histogram.end(), 0);
+    since = slot.take_applied();
   }
   std::vector<std::span<const float>> parts{std::span<const float>(params)};
   for (const auto& b : state.buffers) parts.emplace_back(b.data(), static_cast<size_t>(floats()));
-  const int64_t i[4] = {state.step, loss_count, 0, 0};
-  slot.conn->send(MsgType::state, i, loss_sum, ints, join_names(state.names), parts, io_deadline());
+  const int64_t i[4] = {state.step, since.loss_count, 0, 0};
+  slot.conn->send(MsgType::state, i, since.loss_sum, since.ints, join_names(state.names), parts,
+                  io_deadline());
 }
 
 std::optional<Clock::time_point> PsServer::State::maybe_apply() {
@@ -480,19 +490,15 @@ void PsServer::State::apply_locked() {
     Reply r;
     r.global_step = applied / config.workers;
     r.version = a.version;
+    WorkerSlot::Applied since = s.take_applied();
     if (steer) {
       r.flags = (done ? wire::kFlagDone : 0) | (stop ? wire::kFlagStop : 0) |
                 (s.checkpoint_due ? wire::kFlagCheckpoint : 0);
-      r.loss_sum = s.loss_sum;
-      r.loss_count = s.loss_count;
-      r.ints.push_back(s.gradients);
-      r.ints.insert(r.ints.end(), s.histogram.begin(), s.histogram.end());
+      r.loss_sum = since.loss_sum;
+      r.loss_count = since.loss_count;
+      r.ints = std::move(since.ints);
     }
     s.checkpoint_due = false;
-    s.loss_sum = 0.0;
-    s.loss_count = 0;
-    s.gradients = 0;
-    std::fill(s.histogram.begin(), s.histogram.end(), 0);
     r.params.assign(set->data(), set->data() + n);
     s.sent_version = a.version;
     grouping.sent(w, now_s());
