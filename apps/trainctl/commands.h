@@ -1,5 +1,5 @@
 #pragma once
-// The subcommands behind the CLI (main.cpp parses the command line into these structs).
+// The handlers of the subcommands (each cmd_<name>.cpp parses its options into these).
 // Each returns the process exit code (util/exit_codes.h) and lets InputError and
 // RendezvousError propagate: main.cpp maps them to exit codes 2 and 5.
 #include <cstddef>
