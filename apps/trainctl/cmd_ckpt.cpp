@@ -39,7 +39,8 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
                   "the run directory's hf/)");
   cmd->add_option("--format", o.format,
                   "nanogpt: one safetensors file; hf: a folder transformers loads with "
-                  "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel; GPT models only)")
+                  "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel for gpt, LlamaForCausalLM "
+                  "for llama)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nanogpt", "hf"}));
   cmd->add_option("--tokenizer", o.tokenizer,
@@ -48,14 +49,15 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
   cmd->footer(
       "Example:\n  trainctl ckpt export runs/gpt-tiny-3d --out model.safetensors\n\n"
       "Reassembles every parameter from the shards of whatever dp/tp/pp layout wrote the\n"
-      "checkpoint, with its global shape (nn.Linear's [out, in]) and nanoGPT's name\n"
-      "(transformer.h.0.attn.c_attn.weight, ...); lm_head.weight is tied to\n"
-      "transformer.wte.weight and not stored. Optimizer state is left out. --out must lie\n"
-      "outside every checkpoint directory; a damaged or incomplete checkpoint is refused\n"
-      "(exit 2) and nothing is written.\n\n"
-      "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names; the attn.c_attn,\n"
-      "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]),\n"
-      "DIR/config.json (GPT2Config) and the tokenizer files, e.g.\n"
+      "checkpoint, with its global shape (nn.Linear's [out, in]): a gpt under nanoGPT's\n"
+      "names (transformer.h.0.attn.c_attn.weight, ...; a tied lm_head.weight is\n"
+      "transformer.wte.weight and not stored), a llama under Hugging Face's\n"
+      "(model.layers.0.self_attn.q_proj.weight, ...). Optimizer state is left out. --out\n"
+      "must lie outside every checkpoint directory; a damaged or incomplete checkpoint is\n"
+      "refused (exit 2) and nothing is written.\n\n"
+      "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names with the attn.c_attn,\n"
+      "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]; or\n"
+      "LlamaForCausalLM names), DIR/config.json and the tokenizer files, e.g.\n"
       "  trainctl ckpt export runs/gpt-bpe --format hf     # -> runs/gpt-bpe/hf/\n"
       "  python -c \"from transformers import AutoModelForCausalLM as M; "
       "M.from_pretrained('runs/gpt-bpe/hf')\"");

@@ -39,9 +39,10 @@ void add_sample_command(CLI::App& app, Dispatches& out) {
       "and every op on the device; the same text for a seed up to float rounding). Text is bytes\n"
       "(vocab 256) unless the run's data came from `trainctl data prepare` (its tokenizer is\n"
       "used) or --tokenizer is given. The prompt and the sample go to stdout. Past the model's\n"
-      "max_seq_len the context keeps its last max_seq_len/2 tokens. Exit code 2 for a missing\n"
-      "or non-GPT checkpoint, an empty prompt without an end-of-text token to start from, a\n"
-      "prompt token outside the model's vocabulary, or --device cuda without a usable GPU.");
+      "max_seq_len the context keeps its last max_seq_len/2 tokens. Works for gpt and llama\n"
+      "checkpoints. Exit code 2 for a missing or damaged checkpoint, an empty prompt without\n"
+      "an end-of-text token to start from, a prompt token outside the model's vocabulary, or\n"
+      "--device cuda without a usable GPU.");
   out.push_back({cmd, [o] { return cmd_sample(*o); }});
 }
 
