@@ -56,8 +56,9 @@ class ActivationSlots {
   // The slot `i`'s (chunk, micro-batch) holds; logic_error when it never ran forward.
   int of(const Instruction& i) const {
     auto it = slot_of_.find(key(i));
-    if (it == slot_of_.end())
+    if (it == slot_of_.end()) {
       throw std::logic_error("pipeline: " + describe(i) + " has no forward");
+    }
     return it->second;
   }
   // Gives slot `s` of `i`'s chunk back.
@@ -88,7 +89,7 @@ struct PipelineExecutor::Step {
         slots(x.gpt_.num_chunks(), activation_slots_needed(x.program_), x.micro_batches_),
         backwards_done(static_cast<size_t>(x.gpt_.num_chunks()), 0) {}
 
-  PipelineExecutor& x;
+  PipelineExecutor& x;  // the executor running the step
   const std::function<MicroBatchData(int mb)>& data;
   float grad_scale;
   const std::function<void()>& before_final_backward;
