@@ -31,45 +31,38 @@ std::string quoted(const std::string& text) {
 
 const char* boolean(bool value) { return value ? "true" : "false"; }
 
-}  // namespace
-
-std::string to_yaml(const JobSpec& s) {
-  std::ostringstream y;
-  y << "# Resolved job spec: every key with the value in effect, paths absolute.\n";
-  y << "name: " << quoted(s.name) << "\n";
-  y << "run_dir: " << quoted(s.run_dir.string()) << "\n";
-  y << "seed: " << s.seed << "\n";
-  y << "device: " << to_string(s.device) << "\n";
-
-  const ModelSpec& m = s.model;
+// One writer per top-level section, each ending its last line.
+void write_model(std::ostream& y, const ModelSpec& m) {
   y << "model:\n  type: " << m.type << "\n";
   if (!m.preset.empty()) y << "  preset: " << m.preset << "\n";
   y << "  vocab_size: " << m.vocab_size << "\n  seq_len: " << m.seq_len
     << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
     << "\n";
-  if (m.is_llama()) {
-    // As written, so that parsing this text gives this spec back; what an unset n_kv_head
-    // or ffn_hidden resolves to is shown as a comment.
-    if (m.n_kv_head > 0) {
-      y << "  n_kv_head: " << m.n_kv_head << "\n";
-    } else {
-      y << "  # n_kv_head: " << m.kv_heads() << "  (unset: n_head)\n";
-    }
-    if (m.ffn_hidden > 0) {
-      y << "  ffn_hidden: " << m.ffn_hidden << "\n";
-    } else {
-      y << "  # ffn_hidden: " << m.mlp_hidden() << "  (unset: from d_model and multiple_of)\n";
-    }
-    y << "  multiple_of: " << m.multiple_of << "\n  norm_eps: " << format_real(m.norm_eps)
-      << "\n  rope_theta: " << format_real(m.rope_theta)
-      << "\n  tie_embeddings: " << (m.tie_embeddings ? "true" : "false") << "\n";
+  if (!m.is_llama()) return;
+  // As written, so that parsing this text gives this spec back; what an unset n_kv_head
+  // or ffn_hidden resolves to is shown as a comment.
+  if (m.n_kv_head > 0) {
+    y << "  n_kv_head: " << m.n_kv_head << "\n";
+  } else {
+    y << "  # n_kv_head: " << m.kv_heads() << "  (unset: n_head)\n";
   }
+  if (m.ffn_hidden > 0) {
+    y << "  ffn_hidden: " << m.ffn_hidden << "\n";
+  } else {
+    y << "  # ffn_hidden: " << m.mlp_hidden() << "  (unset: from d_model and multiple_of)\n";
+  }
+  y << "  multiple_of: " << m.multiple_of << "\n  norm_eps: " << format_real(m.norm_eps)
+    << "\n  rope_theta: " << format_real(m.rope_theta)
+    << "\n  tie_embeddings: " << (m.tie_embeddings ? "true" : "false") << "\n";
+}
 
-  y << "data:\n  type: " << s.data.type << "\n";
-  if (!s.data.path.empty()) y << "  path: " << quoted(s.data.path.string()) << "\n";
-  y << "  val_fraction: " << format_real(s.data.val_fraction) << "\n";
+void write_data(std::ostream& y, const DataSpec& d) {
+  y << "data:\n  type: " << d.type << "\n";
+  if (!d.path.empty()) y << "  path: " << quoted(d.path.string()) << "\n";
+  y << "  val_fraction: " << format_real(d.val_fraction) << "\n";
+}
 
-  const ParallelSpec& p = s.parallel;
+void write_parallel(std::ostream& y, const ParallelSpec& p) {
   y << "parallel:\n  dp: " << p.dp << "\n  tp: " << p.tp << "\n  pp: " << p.pp
     << "\n  schedule: " << p.schedule << "\n  virtual_stages: " << p.virtual_stages
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
@@ -86,48 +79,75 @@ std::string to_yaml(const JobSpec& s) {
         << "\n  outer_momentum: " << format_real(p.outer_momentum) << "\n";
     }
   }
-
   if (p.mode != "data_parallel") {
     y << "  mode: " << p.mode << "\n  parameter_server:\n    servers: " << p.ps_servers
       << "\n    max_staleness: " << p.ps_max_staleness << "\n";
   }
+}
 
-  const TrainingSpec& t = s.training;
+void write_training(std::ostream& y, const TrainingSpec& t) {
   y << "training:\n  steps: " << t.steps << "\n  micro_batch_size: " << t.micro_batch_size
     << "\n  global_batch_size: " << t.global_batch_size
     << "\n  grad_clip: " << format_real(t.grad_clip) << "\n  eval_every: " << t.eval_every
     << "\n  eval_batches: " << t.eval_batches << "\n  threads: " << t.threads
     << "\n  activation_checkpointing: " << t.activation_checkpointing << "\n";
+}
 
-  const OptimizerSpec& o = s.optimizer;
+void write_optimizer(std::ostream& y, const OptimizerSpec& o) {
   y << "optimizer:\n  type: " << o.type << "\n  lr: " << format_real(o.lr) << "\n  betas: ["
     << format_real(o.beta1) << ", " << format_real(o.beta2) << "]\n  eps: " << format_real(o.eps)
     << "\n  weight_decay: " << format_real(o.weight_decay) << "\n  warmup_steps: " << o.warmup_steps
     << "\n  decay: " << o.decay << "\n  min_lr: " << format_real(o.min_lr) << "\n";
+}
 
-  y << "precision:\n  compute: " << dtype_name(s.precision.compute) << "\n";
-  if (s.precision.compute == DType::fp16) {
-    y << "  loss_scale: " << format_real(s.precision.loss_scale)
-      << "\n  loss_scale_growth_steps: " << s.precision.loss_scale_growth_steps << "\n";
+void write_precision(std::ostream& y, const PrecisionSpec& p) {
+  y << "precision:\n  compute: " << dtype_name(p.compute) << "\n";
+  if (p.compute == DType::fp16) {
+    y << "  loss_scale: " << format_real(p.loss_scale)
+      << "\n  loss_scale_growth_steps: " << p.loss_scale_growth_steps << "\n";
   }
+}
 
-  const CheckpointSpec& c = s.checkpoint;
+void write_checkpoint(std::ostream& y, const CheckpointSpec& c) {
   y << "checkpoint:\n  every_steps: " << c.every_steps
     << "\n  every_minutes: " << format_real(c.every_minutes) << "\n  keep_last: " << c.keep_last
     << "\n  async: " << boolean(c.async) << "\n  export_hf: " << boolean(c.export_hf) << "\n";
+}
 
-  y << "logging:\n  every_steps: " << s.logging.every_steps
-    << "\n  tensorboard: " << boolean(s.logging.tensorboard) << "\n";
-  if (s.logging.profiling()) {
-    y << "  profile_steps: [" << s.logging.profile_first << ", " << s.logging.profile_last << "]\n";
+void write_logging(std::ostream& y, const LoggingSpec& l) {
+  y << "logging:\n  every_steps: " << l.every_steps << "\n  tensorboard: " << boolean(l.tensorboard)
+    << "\n";
+  if (l.profiling()) {
+    y << "  profile_steps: [" << l.profile_first << ", " << l.profile_last << "]\n";
   }
+}
 
-  const RuntimeSpec& r = s.runtime;
+void write_runtime(std::ostream& y, const RuntimeSpec& r) {
   y << "runtime:\n  max_restarts: " << r.max_restarts
     << "\n  comm_timeout_s: " << format_real(r.comm_timeout_s)
     << "\n  comm_selftest: " << boolean(r.comm_selftest)
     << "\n  allreduce_algo: " << r.allreduce_algo << "\n";
   if (r.memory_limit_mb) y << "  memory_limit_mb: " << format_real(*r.memory_limit_mb) << "\n";
+}
+
+}  // namespace
+
+std::string to_yaml(const JobSpec& s) {
+  std::ostringstream y;
+  y << "# Resolved job spec: every key with the value in effect, paths absolute.\n";
+  y << "name: " << quoted(s.name) << "\n";
+  y << "run_dir: " << quoted(s.run_dir.string()) << "\n";
+  y << "seed: " << s.seed << "\n";
+  y << "device: " << to_string(s.device) << "\n";
+  write_model(y, s.model);
+  write_data(y, s.data);
+  write_parallel(y, s.parallel);
+  write_training(y, s.training);
+  write_optimizer(y, s.optimizer);
+  write_precision(y, s.precision);
+  write_checkpoint(y, s.checkpoint);
+  write_logging(y, s.logging);
+  write_runtime(y, s.runtime);
   return y.str();
 }
 

@@ -33,7 +33,85 @@ int max_chunk(const std::vector<Instruction>& program) {
   return n;
 }
 
+// The model's activation slots during one step: a free list per chunk, and the slot each
+// (chunk, micro-batch) holds from its forward (or the receive before it) to its backward.
+class ActivationSlots {
+ public:
+  ActivationSlots(int chunks, int slots, int micro_batches)
+      : free_(static_cast<size_t>(chunks)), micro_batches_(micro_batches) {
+    for (auto& f : free_) {
+      for (int s = slots - 1; s >= 0; --s) f.push_back(s);
+    }
+  }
+  // Gives `i`'s (chunk, micro-batch) a free slot of its chunk.
+  int take(const Instruction& i) {
+    auto& f = free_[static_cast<size_t>(i.chunk)];
+    if (f.empty()) throw std::logic_error("pipeline: out of activation slots");
+    const int s = f.back();
+    f.pop_back();
+    slot_of_[key(i)] = s;
+    return s;
+  }
+  bool holds(const Instruction& i) const { return slot_of_.count(key(i)) != 0; }
+  // The slot `i`'s (chunk, micro-batch) holds; logic_error when it never ran forward.
+  int of(const Instruction& i) const {
+    auto it = slot_of_.find(key(i));
+    if (it == slot_of_.end()) {
+      throw std::logic_error("pipeline: " + describe(i) + " has no forward");
+    }
+    return it->second;
+  }
+  // Gives slot `s` of `i`'s chunk back.
+  void release(const Instruction& i, int s) {
+    free_[static_cast<size_t>(i.chunk)].push_back(s);
+    slot_of_.erase(key(i));
+  }
+  bool empty() const { return slot_of_.empty(); }
+  int key(const Instruction& i) const { return i.chunk * micro_batches_ + i.micro_batch; }
+
+ private:
+  std::vector<std::vector<int>> free_;
+  std::map<int, int> slot_of_;  // key()
+  int micro_batches_;
+};
+
 }  // namespace
+
+// One run_step in progress: what its instructions hand on to each other.
+struct PipelineExecutor::Step {
+  Step(PipelineExecutor& executor, const std::function<MicroBatchData(int mb)>& batch, float scale,
+       const std::function<void()>& on_final_backward)
+      : x(executor),
+        data(batch),
+        grad_scale(scale),
+        before_final_backward(on_final_backward),
+        bytes(static_cast<size_t>(x.gpt_.boundary_floats()) * sizeof(float)),
+        slots(x.gpt_.num_chunks(), activation_slots_needed(x.program_), x.micro_batches_),
+        backwards_done(static_cast<size_t>(x.gpt_.num_chunks()), 0) {}
+
+  PipelineExecutor& x;  // the executor running the step
+  const std::function<MicroBatchData(int mb)>& data;
+  float grad_scale;
+  const std::function<void()>& before_final_backward;
+  size_t bytes;  // one boundary activation or gradient
+  ActivationSlots slots;
+  PipelineStepResult result;
+  model::Gpt::ChunkLoss loss;
+  std::map<int, const float*> output_of;  // ActivationSlots::key
+  std::map<int, std::unique_ptr<comm::PendingSend>> activation_sends;
+  std::vector<int> backwards_done;  // per chunk
+  bool final_started = false;
+  const float* input_grad = nullptr;  // of the last backward
+  size_t grad_sends = 0;
+
+  void execute(const Instruction& ins);
+  void recv_activation(const Instruction& ins);
+  void forward(const Instruction& ins);
+  void send_activation(const Instruction& ins);
+  void recv_grad(const Instruction& ins);
+  void backward(const Instruction& ins);
+  void send_grad(const Instruction& ins);
+};
 
 int activation_slots_needed(const std::vector<Instruction>& program) {
   std::vector<int> live(static_cast<size_t>(max_chunk(program)) + 1, 0);
@@ -90,111 +168,103 @@ void PipelineExecutor::wait_all_sends(double* idle_s) {
   sends_.clear();
 }
 
+void PipelineExecutor::Step::execute(const Instruction& ins) {
+  switch (ins.kind) {
+    case OpKind::recv_activation:
+      recv_activation(ins);
+      break;
+    case OpKind::forward:
+      forward(ins);
+      break;
+    case OpKind::send_activation:
+      send_activation(ins);
+      break;
+    case OpKind::recv_grad:
+      recv_grad(ins);
+      break;
+    case OpKind::backward:
+      backward(ins);
+      break;
+    case OpKind::send_grad:
+      send_grad(ins);
+      break;
+    case OpKind::optimizer_step:
+      break;
+  }
+}
+
+void PipelineExecutor::Step::recv_activation(const Instruction& ins) {
+  const int s = slots.take(ins);
+  timed(&result.idle_s, [&] {
+    x.pp_.recv(x.gpt_.input_buffer(ins.chunk, s), bytes, ins.peer_stage,
+               x.tag(false, ins.micro_batch, x.virtual_stage(ins.chunk)));
+  });
+}
+
+void PipelineExecutor::Step::forward(const Instruction& ins) {
+  const int s = slots.holds(ins) ? slots.of(ins) : slots.take(ins);
+  const MicroBatchData d = data(ins.micro_batch);
+  output_of[slots.key(ins)] =
+      x.gpt_.forward_chunk(ins.chunk, s, d.tokens, d.targets, true, grad_scale, &loss);
+}
+
+void PipelineExecutor::Step::send_activation(const Instruction& ins) {
+  const int k = slots.key(ins);
+  activation_sends[k] = x.pp_.isend(output_of.at(k), bytes, ins.peer_stage,
+                                    x.tag(false, ins.micro_batch, x.virtual_stage(ins.chunk) + 1));
+}
+
+void PipelineExecutor::Step::recv_grad(const Instruction& ins) {
+  timed(&result.idle_s, [&] {
+    x.pp_.recv(x.gpt_.output_grad_buffer(), bytes, ins.peer_stage,
+               x.tag(true, ins.micro_batch, x.virtual_stage(ins.chunk)));
+  });
+}
+
+void PipelineExecutor::Step::backward(const Instruction& ins) {
+  const int s = slots.of(ins);
+  const bool final = ++backwards_done[static_cast<size_t>(ins.chunk)] == x.micro_batches_;
+  if (final && !final_started) {
+    final_started = true;
+    if (before_final_backward) before_final_backward();
+  }
+  input_grad = x.gpt_.backward_chunk(ins.chunk, s, data(ins.micro_batch).tokens, final);
+  // The slot is free once the activation it sent has left.
+  const int k = slots.key(ins);
+  auto sent = activation_sends.find(k);
+  if (sent != activation_sends.end()) {
+    timed(&result.idle_s, [&] { sent->second->wait(); });
+    activation_sends.erase(sent);
+  }
+  slots.release(ins, s);
+  output_of.erase(k);
+}
+
+void PipelineExecutor::Step::send_grad(const Instruction& ins) {
+  if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
+  if (grad_sends >= x.grad_staging_.size()) {
+    throw std::logic_error("pipeline: more gradient sends than staging buffers");
+  }
+  float* staged = x.grad_staging_[grad_sends++];
+  x.gpt_.backend().copy(staged, input_grad, static_cast<size_t>(x.gpt_.boundary_floats()));
+  x.sends_.push_back(x.pp_.isend(staged, bytes, ins.peer_stage,
+                                 x.tag(true, ins.micro_batch, x.virtual_stage(ins.chunk) - 1)));
+}
+
 PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData(int mb)>& data,
                                               float grad_scale,
                                               const std::function<void()>& before_final_backward) {
-  const int chunks = gpt_.num_chunks();
-  const auto bytes = static_cast<size_t>(gpt_.boundary_floats()) * sizeof(float);
-  PipelineStepResult result;
-  model::Gpt::ChunkLoss loss;
-  // Activation slots: free lists per chunk, and the slot of each (chunk, mb) in flight.
-  const int slots = activation_slots_needed(program_);
-  std::vector<std::vector<int>> free_slots(static_cast<size_t>(chunks));
-  for (auto& f : free_slots) {
-    for (int s = slots - 1; s >= 0; --s) f.push_back(s);
-  }
-  std::map<int, int> slot_of;  // key: chunk * micro_batches + mb
-  std::map<int, const float*> output_of;
-  std::map<int, std::unique_ptr<comm::PendingSend>> activation_sends;
-  std::vector<int> backwards_done(static_cast<size_t>(chunks), 0);
-  bool final_started = false;
-  const float* input_grad = nullptr;
-  size_t grad_sends = 0;
-
-  auto key = [&](const Instruction& i) { return i.chunk * micro_batches_ + i.micro_batch; };
-  auto take_slot = [&](const Instruction& i) {
-    auto& f = free_slots[static_cast<size_t>(i.chunk)];
-    if (f.empty()) throw std::logic_error("pipeline: out of activation slots");
-    const int s = f.back();
-    f.pop_back();
-    slot_of[key(i)] = s;
-    return s;
-  };
-  auto slot = [&](const Instruction& i) {
-    auto it = slot_of.find(key(i));
-    if (it == slot_of.end()) throw std::logic_error("pipeline: " + describe(i) + " has no forward");
-    return it->second;
-  };
-
+  Step step(*this, data, grad_scale, before_final_backward);
   for (const Instruction& ins : program_) {
     observe::TraceScope trace(trace_, to_string(ins.kind), "pipeline", instruction_fields(ins));
-    switch (ins.kind) {
-      case OpKind::recv_activation: {
-        const int s = take_slot(ins);
-        timed(&result.idle_s, [&] {
-          pp_.recv(gpt_.input_buffer(ins.chunk, s), bytes, ins.peer_stage,
-                   tag(false, ins.micro_batch, virtual_stage(ins.chunk)));
-        });
-        break;
-      }
-      case OpKind::forward: {
-        const int s = slot_of.count(key(ins)) != 0 ? slot(ins) : take_slot(ins);
-        const MicroBatchData d = data(ins.micro_batch);
-        output_of[key(ins)] =
-            gpt_.forward_chunk(ins.chunk, s, d.tokens, d.targets, true, grad_scale, &loss);
-        break;
-      }
-      case OpKind::send_activation:
-        activation_sends[key(ins)] =
-            pp_.isend(output_of.at(key(ins)), bytes, ins.peer_stage,
-                      tag(false, ins.micro_batch, virtual_stage(ins.chunk) + 1));
-        break;
-      case OpKind::recv_grad:
-        timed(&result.idle_s, [&] {
-          pp_.recv(gpt_.output_grad_buffer(), bytes, ins.peer_stage,
-                   tag(true, ins.micro_batch, virtual_stage(ins.chunk)));
-        });
-        break;
-      case OpKind::backward: {
-        const int s = slot(ins);
-        const bool final = ++backwards_done[static_cast<size_t>(ins.chunk)] == micro_batches_;
-        if (final && !final_started) {
-          final_started = true;
-          if (before_final_backward) before_final_backward();
-        }
-        input_grad = gpt_.backward_chunk(ins.chunk, s, data(ins.micro_batch).tokens, final);
-        // The slot is free once the activation it sent has left.
-        auto sent = activation_sends.find(key(ins));
-        if (sent != activation_sends.end()) {
-          timed(&result.idle_s, [&] { sent->second->wait(); });
-          activation_sends.erase(sent);
-        }
-        free_slots[static_cast<size_t>(ins.chunk)].push_back(s);
-        slot_of.erase(key(ins));
-        output_of.erase(key(ins));
-        break;
-      }
-      case OpKind::send_grad: {
-        if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
-        if (grad_sends >= grad_staging_.size()) {
-          throw std::logic_error("pipeline: more gradient sends than staging buffers");
-        }
-        float* staged = grad_staging_[grad_sends++];
-        gpt_.backend().copy(staged, input_grad, static_cast<size_t>(gpt_.boundary_floats()));
-        sends_.push_back(pp_.isend(staged, bytes, ins.peer_stage,
-                                   tag(true, ins.micro_batch, virtual_stage(ins.chunk) - 1)));
-        break;
-      }
-      case OpKind::optimizer_step:
-        break;
-    }
+    step.execute(ins);
   }
-  for (auto& [k, s] : activation_sends) sends_.push_back(std::move(s));
-  wait_all_sends(&result.idle_s);
-  if (!slot_of.empty()) throw std::logic_error("pipeline: a micro-batch ran forward only");
-  result.loss_sum = loss.sum;
-  result.loss_count = loss.count;
-  return result;
+  for (auto& [k, s] : step.activation_sends) sends_.push_back(std::move(s));
+  wait_all_sends(&step.result.idle_s);
+  if (!step.slots.empty()) throw std::logic_error("pipeline: a micro-batch ran forward only");
+  step.result.loss_sum = step.loss.sum;
+  step.result.loss_count = step.loss.count;
+  return step.result;
 }
 
 PipelineStepResult PipelineExecutor::run_forward(const MicroBatchData& batch) {

@@ -66,6 +66,7 @@ class PipelineExecutor {
   void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
 
  private:
+  struct Step;  // one run_step's state and instructions (pipeline_executor.cpp)
   uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
   int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
   void wait_all_sends(double* idle_s);

@@ -79,11 +79,10 @@ PowerSgd::PowerSgd(comm::Communicator& dp, std::vector<GradMatrix> matrices,
   }
 }
 
-StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
-  StepCommStats stats;
-  const int ranks = dp_.size();
+PowerSgd::BucketPlan PowerSgd::plan_bucket(const Bucket& bucket) const {
+  BucketPlan plan;
   // The bucket's compressed matrices; everything else in it travels as it is.
-  std::vector<size_t> in;
+  std::vector<size_t>& in = plan.matrices;
   for (size_t k = 0; k < matrices_.size(); ++k) {
     const GradMatrix& g = matrices_[k];
     if (ranks_[k] > 0 && g.offset >= bucket.begin && g.offset + g.rows * g.cols <= bucket.end) {
@@ -93,27 +92,33 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
   std::sort(in.begin(), in.end(),
             [&](size_t a, size_t b) { return matrices_[a].offset < matrices_[b].offset; });
   // Uncompressed ranges: the gaps between the compressed matrices.
-  std::vector<FloatRange> plain;
   int64_t at = bucket.begin;
   for (size_t k : in) {
-    if (matrices_[k].offset > at) plain.emplace_back(at, matrices_[k].offset);
+    if (matrices_[k].offset > at) plan.plain.emplace_back(at, matrices_[k].offset);
     at = matrices_[k].offset + matrices_[k].rows * matrices_[k].cols;
   }
-  if (bucket.end > at) plain.emplace_back(at, bucket.end);
-
-  // 1. M = G + e (in place: the gradient buffer holds M until it receives the result);
-  //    P = M Q for every matrix, one after another in p_ (r columns of n each).
-  size_t p_total = 0, q_total = 0, plain_total = 0;
+  if (bucket.end > at) plan.plain.emplace_back(at, bucket.end);
   for (size_t k : in) {
-    p_total += static_cast<size_t>(matrices_[k].rows * ranks_[k]);
-    q_total += static_cast<size_t>(matrices_[k].cols * ranks_[k]);
+    plan.p_floats += static_cast<size_t>(matrices_[k].rows * ranks_[k]);
+    plan.q_floats += static_cast<size_t>(matrices_[k].cols * ranks_[k]);
   }
-  for (const auto& [b, e] : plain) plain_total += static_cast<size_t>(e - b);
-  p_.assign(p_total, 0.0f);
-  q_send_.assign(q_total + plain_total, 0.0f);
-  q_local_.resize(q_total);
+  for (const auto& [b, e] : plan.plain) plan.plain_floats += static_cast<size_t>(e - b);
+  return plan;
+}
+
+void PowerSgd::sum_over_dp(float* data, size_t floats, StepCommStats& stats) {
+  const int ranks = dp_.size();
+  if (floats == 0 || ranks <= 1) return;
+  dp_.allreduce(data, floats, comm::ReduceOp::sum);
+  stats.collectives += 1;
+  stats.wire_bytes += floats * sizeof(float);
+  stats.sent_bytes += ring_allreduce_sent(floats * sizeof(float), ranks);
+}
+
+void PowerSgd::compute_p(float* grads, const BucketPlan& plan) {
+  p_.assign(plan.p_floats, 0.0f);
   size_t po = 0;
-  for (size_t k : in) {
+  for (size_t k : plan.matrices) {
     const GradMatrix& g = matrices_[k];
     const int r = ranks_[k];
     float* m = grads + g.offset;
@@ -125,16 +130,13 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
                            cols, 0.0f, p_.data() + po, rows);
     po += static_cast<size_t>(g.rows * r);
   }
-  if (p_total > 0 && ranks > 1) {
-    dp_.allreduce(p_.data(), p_total, comm::ReduceOp::sum);
-    stats.collectives += 1;
-    stats.wire_bytes += p_total * sizeof(float);
-    stats.sent_bytes += ring_allreduce_sent(p_total * sizeof(float), ranks);
-  }
-  // 2. P̂; Q = Mᵀ P̂ (this rank's), e = M − P̂ Qᵀ; the uncompressed rest after the Qs.
-  po = 0;
-  size_t qo = 0;
-  for (size_t k : in) {
+}
+
+void PowerSgd::compute_q(const float* grads, const BucketPlan& plan) {
+  q_send_.assign(plan.q_floats + plan.plain_floats, 0.0f);
+  q_local_.resize(plan.q_floats);
+  size_t po = 0, qo = 0;
+  for (size_t k : plan.matrices) {
     const GradMatrix& g = matrices_[k];
     const int r = ranks_[k];
     float* p = p_.data() + po;
@@ -151,21 +153,16 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
     po += static_cast<size_t>(g.rows * r);
     qo += static_cast<size_t>(g.cols * r);
   }
-  size_t so = q_total;
-  for (const auto& [b, e] : plain) {
+  size_t so = plan.q_floats;
+  for (const auto& [b, e] : plan.plain) {
     std::copy(grads + b, grads + e, q_send_.begin() + static_cast<std::ptrdiff_t>(so));
     so += static_cast<size_t>(e - b);
   }
-  if (!q_send_.empty() && ranks > 1) {
-    dp_.allreduce(q_send_.data(), q_send_.size(), comm::ReduceOp::sum);
-    stats.collectives += 1;
-    stats.wire_bytes += q_send_.size() * sizeof(float);
-    stats.sent_bytes += ring_allreduce_sent(q_send_.size() * sizeof(float), ranks);
-  }
-  // 3. G = P̂ Qᵀ with the summed Q, kept as next step's warm start; the rest copied back.
-  po = 0;
-  qo = 0;
-  for (size_t k : in) {
+}
+
+void PowerSgd::apply_sums(float* grads, const BucketPlan& plan) {
+  size_t po = 0, qo = 0;
+  for (size_t k : plan.matrices) {
     const GradMatrix& g = matrices_[k];
     const int r = ranks_[k];
     const float* p = p_.data() + po;
@@ -177,13 +174,28 @@ StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
     po += static_cast<size_t>(g.rows * r);
     qo += static_cast<size_t>(g.cols * r);
   }
-  so = q_total;
-  for (const auto& [b, e] : plain) {
+  size_t so = plan.q_floats;
+  for (const auto& [b, e] : plan.plain) {
     std::copy(q_send_.begin() + static_cast<std::ptrdiff_t>(so),
               q_send_.begin() + static_cast<std::ptrdiff_t>(so + static_cast<size_t>(e - b)),
               grads + b);
     so += static_cast<size_t>(e - b);
   }
+}
+
+StepCommStats PowerSgd::reduce_bucket(float* grads, const Bucket& bucket) {
+  StepCommStats stats;
+  const BucketPlan plan = plan_bucket(bucket);
+  // 1. M = G + e (in place: the gradient buffer holds M until it receives the result);
+  //    P = M Q for every matrix, one after another in p_ (r columns of n each); P summed.
+  compute_p(grads, plan);
+  sum_over_dp(p_.data(), p_.size(), stats);
+  // 2. P̂; Q = Mᵀ P̂ (this rank's), e = M − P̂ Qᵀ; the uncompressed rest after the Qs;
+  //    all of it summed.
+  compute_q(grads, plan);
+  sum_over_dp(q_send_.data(), q_send_.size(), stats);
+  // 3. G = P̂ Qᵀ with the summed Q, kept as next step's warm start; the rest copied back.
+  apply_sums(grads, plan);
   return stats;
 }
 

@@ -83,6 +83,21 @@ class PowerSgd {
   void load(const std::vector<float>& error, const std::vector<float>& q);
 
  private:
+  // One bucket's compressed matrices (sorted by offset), the ranges between them that
+  // travel uncompressed, and the floats of their P, of their Q and of those ranges.
+  struct BucketPlan {
+    std::vector<size_t> matrices;
+    std::vector<FloatRange> plain;
+    size_t p_floats = 0, q_floats = 0, plain_floats = 0;
+  };
+  BucketPlan plan_bucket(const Bucket& bucket) const;
+  // The three phases of reduce_bucket (see there), through the scratch buffers p_ and q_send_.
+  void compute_p(float* grads, const BucketPlan& plan);
+  void compute_q(const float* grads, const BucketPlan& plan);
+  void apply_sums(float* grads, const BucketPlan& plan);
+  // Sums `floats` floats over the DP group (nothing with one rank) and counts it in `stats`.
+  void sum_over_dp(float* data, size_t floats, StepCommStats& stats);
+
   comm::Communicator& dp_;
   int64_t warmup_steps_;
   std::vector<GradMatrix> matrices_;

@@ -24,6 +24,12 @@
 //     nothing but the shards persists across the step.
 // The optimizer (Zero3AdamW, parallel/zero3_optimizer.h) updates the shards.
 //
+// The mechanism, by responsibility: zero3_params.cpp builds and binds, and decides in the
+// hooks what each use of the model needs; zero3_gather.cpp gathers units into the
+// transient buffers; zero3_reduce.cpp reduce-scatters the gradients into the shards;
+// zero3_checkpoint.cpp moves whole flat buffers in and out (checkpoints, export); the
+// units themselves are zero3_units.h's.
+//
 // Per optimizer step, on every rank of the DP group: begin_step(), the micro-batches'
 // forward/backward passes (hooks), finish_backward(), then the optimizer on the shards and
 // refresh(). All calls are collective over the DP group in that order.
@@ -38,31 +44,9 @@
 #include "parallel/comm_queue.h"
 #include "parallel/comm_stats.h"
 #include "parallel/shard_layout.h"
+#include "parallel/zero3_units.h"
 
 namespace trainctl::parallel {
-
-struct Zero3Unit {
-  int64_t begin = 0, end = 0;  // range of the flat parameter layout
-  ShardLayout layout;          // over the DP ranks
-  int64_t shard_pos = 0;       // where this rank's shard of it starts in shard_params()
-  bool resident = false;       // embedding / head (gathered around each use); else a block
-  int block = -1;              // the model's rank-local block index, for block units
-};
-
-// The units of the flat layout of a model shard declaring `specs` (gpt_param_specs), over
-// `dp_size` ranks: every float in exactly one unit, in order; a block is the parameters
-// named "transformer.h.<layer>.*", its unit running to the next block's start; before the
-// blocks each parameter is a unit, after them ln_f is one and the tied copy another.
-std::vector<Zero3Unit> zero3_units(const std::vector<model::ParamSpec>& specs, int dp_size);
-
-// Floats a Zero3Params (with its Zero3AdamW) allocates for `units`, by purpose, without
-// building one (`trainctl plan`; a unit test holds it equal to what is allocated).
-struct Zero3MemoryFloats {
-  int64_t shard = 0;      // parameters' shard (the gradients' shard and each moment as large)
-  int64_t transient = 0;  // two gather and two gradient buffers of the largest unit, two
-                          // reduced shards
-};
-Zero3MemoryFloats zero3_memory_floats(const std::vector<Zero3Unit>& units);
 
 class Zero3Params {
  public:
@@ -113,6 +97,10 @@ class Zero3Params {
   StepCommStats stats() const;
 
  private:
+  // Construction, one step each.
+  void map_block_units();      // unit_of_block_, checked against the model's blocks
+  void find_resident_units();  // wte_unit_ ... head_unit_
+  void allocate_buffers();
   struct Slot {
     float* data = nullptr;
     int unit = -1;

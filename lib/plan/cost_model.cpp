@@ -58,8 +58,11 @@ double megatron_flops_with_recompute(double batch, double seq, double layers, do
          (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden));
 }
 
-CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
-  const int v = in.schedule == "interleaved" ? std::max(1, in.virtual_stages) : 1;
+namespace {
+
+// The number of nodes the layout fills; InputError for a layout the model cannot be split
+// by, or one larger than the cluster. `v`: chunks per stage.
+int check_layout(const CostInputs& in, const ClusterSpec& cluster, int v) {
   if (in.n_layer % (in.pp * v) != 0) {
     throw InputError("cost model: model.n_layer " + std::to_string(in.n_layer) +
                      " is not divisible by pp * virtual_stages (" + std::to_string(in.pp * v) +
@@ -77,88 +80,141 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
                      ") but cluster " + cluster.name + " has " + std::to_string(cluster.nodes) +
                      " nodes");
   }
-  const double b = in.micro_batch_size, s = in.seq_len, h = in.d_model, a = in.n_head,
-               V = in.vocab_size, t = in.tp, l = in.n_layer;
-  const double m = static_cast<double>(in.global_batch_size) / (b * in.dp);
-  const double flop_rate = cluster.peak_tflops * 1e12 * cluster.matmul_efficiency;
-  const double byte_rate = cluster.memory_bandwidth_gbs * 1e9 * cluster.memory_efficiency;
-  const double act = cluster.activation_bytes;
-  const double P = in.layer_matrix_params > 0 ? in.layer_matrix_params : 12 * h * h;
+  return nodes;
+}
 
-  // One layer, one micro-batch, one TP rank. Matmuls: QKV, projection and the MLP's
-  // (2bsP; GPT's 24bsh^2) and the attention scores and their use (4bs^2h).
-  const double layer_flops = (2 * b * s * P + 4 * b * s * s * h) / t;
+// The job's sizes in the letters of the formulas (docs/cost-model.md), and the rates the
+// cluster reaches.
+struct Sizes {
+  double b, s, h, a, V, t, l;
+  double m;  // micro-batches per DP rank and step
+  double P;  // one layer's matrix weights
+  double flop_rate, byte_rate, act;
+};
+
+Sizes sizes_of(const CostInputs& in, const ClusterSpec& cluster) {
+  Sizes z;
+  z.b = in.micro_batch_size;
+  z.s = in.seq_len;
+  z.h = in.d_model;
+  z.a = in.n_head;
+  z.V = in.vocab_size;
+  z.t = in.tp;
+  z.l = in.n_layer;
+  z.m = static_cast<double>(in.global_batch_size) / (z.b * in.dp);
+  z.flop_rate = cluster.peak_tflops * 1e12 * cluster.matmul_efficiency;
+  z.byte_rate = cluster.memory_bandwidth_gbs * 1e9 * cluster.memory_efficiency;
+  z.act = cluster.activation_bytes;
+  z.P = in.layer_matrix_params > 0 ? in.layer_matrix_params : 12 * z.h * z.h;
+  return z;
+}
+
+// One layer, one micro-batch, one TP rank: seconds of its forward, of recomputation and of
+// its TP allreduces (forward and backward), and the FLOPs recomputation adds.
+struct LayerCost {
+  double fwd = 0, rec = 0, rec_flops = 0, tp = 0;
+};
+
+LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_link) {
+  const double b = z.b, s = z.s, h = z.h, a = z.a, t = z.t, act = z.act;
+  // Matmuls: QKV, projection and the MLP's (2bsP; GPT's 24bsh^2) and the attention scores
+  // and their use (4bs^2h).
+  const double layer_flops = (2 * b * s * z.P + 4 * b * s * s * h) / t;
   // Elementwise kernels write what they produce once and read it once: per layer that is
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
   const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + 5 * a * b * s * s / t);
-  const double fwd = layer_flops / flop_rate + layer_bytes / byte_rate;
-  double rec = 0, rec_flops = 0;
+  LayerCost c;
+  c.fwd = layer_flops / z.flop_rate + layer_bytes / z.byte_rate;
   int tp_allreduces = 4;  // two in forward, two in backward
   if (in.recompute == "full") {
-    rec = fwd;
-    rec_flops = layer_flops;
+    c.rec = c.fwd;
+    c.rec_flops = layer_flops;
     tp_allreduces = 6;
   } else if (in.recompute == "selective") {
-    rec_flops = 4 * b * s * s * h / t;
-    rec = rec_flops / flop_rate + act * 5 * a * b * s * s / t / byte_rate;
+    c.rec_flops = 4 * b * s * s * h / t;
+    c.rec = c.rec_flops / z.flop_rate + act * 5 * a * b * s * s / t / z.byte_rate;
   }
-  const LinkTier& tp_link = tier_for(1, in.tp, cluster);
-  const double tp_per_layer =
-      tp_allreduces * ring_allreduce_seconds(b * s * h * act, in.tp, tp_link);
+  c.tp = tp_allreduces * ring_allreduce_seconds(b * s * h * act, in.tp, tp_link);
+  return c;
+}
 
-  // The last stage is the critical one: it holds the logits (2bshV/t forward, 3x with
-  // backward) besides its layers.
-  const double layers_per_stage = l / in.pp;
-  const double logit_flops = 2 * b * s * h * V / t;
-  const double logit_time = 3 * logit_flops / flop_rate;
-  const double stage_compute = layers_per_stage * 3 * fwd + logit_time;
-  const double stage_rec = layers_per_stage * rec;
-  const double stage_tp = layers_per_stage * tp_per_layer;
-  const double per_micro = stage_compute + stage_rec + stage_tp;
-
-  CostBreakdown c;
-  c.nodes = nodes;
-  c.tp_link = tp_link.name;
-  c.compute = m * stage_compute;
-  c.recompute = m * stage_rec;
-  c.tp_comm = m * stage_tp;
-  if (in.pp > 1) {
-    const parallel::ScheduleKind kind = parallel::parse_schedule_kind(in.schedule);
-    c.bubble_fraction = parallel::theoretical_bubble(kind, in.pp, static_cast<int>(m), v);
-    c.bubble = m * per_micro * c.bubble_fraction / (1 - c.bubble_fraction);
-    // Each chunk boundary sends activations forward and gradients back; with TP each rank
-    // sends its 1/t share (Megatron's scatter/gather) and the TP group allgathers it.
-    const LinkTier& pp_link = tier_for(in.tp * in.dp, in.pp, cluster);
-    c.pp_link = pp_link.name;
-    const double message = b * s * h * act;
-    c.pp_comm =
-        m * 2 * v *
-        (p2p_seconds(message / t, pp_link) + ring_allgather_seconds(message, in.tp, tp_link));
-  } else {
+// The schedule's bubble and the sends between stages, for `per_micro` seconds of the
+// critical stage per micro-batch; `v` chunks per stage.
+void add_pipeline(CostBreakdown& c, const CostInputs& in, const ClusterSpec& cluster,
+                  const Sizes& z, double per_micro, int v, const LinkTier& tp_link) {
+  if (in.pp <= 1) {
     c.pp_link = "-";
+    return;
   }
-  // Data parallelism: the stage's gradients, reduced once per step after the last
-  // micro-batch; the last backward can hide up to dp_overlap of its own time.
-  const double stage_params = layers_per_stage * (P + 13 * h) / t + V * h / t;
-  const LinkTier& dp_link = tier_for(in.tp, in.dp, cluster);
-  c.dp_link = in.dp > 1 ? dp_link.name : "-";
-  c.dp_comm_total = ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp, dp_link);
-  const double last_backward = layers_per_stage * 2 * fwd + 2 * logit_flops / flop_rate;
-  c.dp_comm = std::max(0.0, c.dp_comm_total - cluster.dp_overlap * last_backward);
-  // The optimizer step (AdamW): about 30 bytes read or written per local parameter
-  // (fp32 weight, gradient, two moments; the half-precision copy), sharded over DP with ZeRO.
-  c.compute += stage_params * 30 / byte_rate;
+  const double m = z.m;
+  const parallel::ScheduleKind kind = parallel::parse_schedule_kind(in.schedule);
+  c.bubble_fraction = parallel::theoretical_bubble(kind, in.pp, static_cast<int>(m), v);
+  c.bubble = m * per_micro * c.bubble_fraction / (1 - c.bubble_fraction);
+  // Each chunk boundary sends activations forward and gradients back; with TP each rank
+  // sends its 1/t share (Megatron's scatter/gather) and the TP group allgathers it.
+  const LinkTier& pp_link = tier_for(in.tp * in.dp, in.pp, cluster);
+  c.pp_link = pp_link.name;
+  const double message = z.b * z.s * z.h * z.act;
+  c.pp_comm =
+      m * 2 * v *
+      (p2p_seconds(message / z.t, pp_link) + ring_allgather_seconds(message, in.tp, tp_link));
+}
 
+// Step time, throughput and utilisation from the parts; `rec_flops` per layer as in
+// LayerCost.
+void add_totals(CostBreakdown& c, const CostInputs& in, const ClusterSpec& cluster, const Sizes& z,
+                double rec_flops) {
+  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp;
+  const double s = z.s, h = z.h, l = z.l;
   c.step_seconds = c.compute + c.recompute + c.tp_comm + c.pp_comm + c.dp_comm + c.bubble;
   const double B = in.global_batch_size;
-  const double per_seq_layer = 2 * s * P + 4 * s * s * h;
-  c.model_flops = 3 * B * (l * per_seq_layer + 2 * s * h * V);
-  c.hardware_flops = c.model_flops + B * l * rec_flops * t / b;
+  const double per_seq_layer = 2 * s * z.P + 4 * s * s * h;
+  c.model_flops = 3 * B * (l * per_seq_layer + 2 * s * h * z.V);
+  c.hardware_flops = c.model_flops + B * l * rec_flops * z.t / z.b;
   c.tokens_per_second = B * s / c.step_seconds;
   c.tflops_per_gpu = c.hardware_flops / c.step_seconds / static_cast<double>(world) / 1e12;
   c.mfu =
       c.model_flops / c.step_seconds / static_cast<double>(world) / (cluster.peak_tflops * 1e12);
+}
+
+}  // namespace
+
+CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
+  const int v = in.schedule == "interleaved" ? std::max(1, in.virtual_stages) : 1;
+  CostBreakdown c;
+  c.nodes = check_layout(in, cluster, v);
+  const Sizes z = sizes_of(in, cluster);
+  const double b = z.b, s = z.s, h = z.h, V = z.V, t = z.t, m = z.m;
+  const LinkTier& tp_link = tier_for(1, in.tp, cluster);
+  const LayerCost layer = layer_cost(in, z, tp_link);
+
+  // The last stage is the critical one: it holds the logits (2bshV/t forward, 3x with
+  // backward) besides its layers.
+  const double layers_per_stage = z.l / in.pp;
+  const double logit_flops = 2 * b * s * h * V / t;
+  const double logit_time = 3 * logit_flops / z.flop_rate;
+  const double stage_compute = layers_per_stage * 3 * layer.fwd + logit_time;
+  const double stage_rec = layers_per_stage * layer.rec;
+  const double stage_tp = layers_per_stage * layer.tp;
+  c.tp_link = tp_link.name;
+  c.compute = m * stage_compute;
+  c.recompute = m * stage_rec;
+  c.tp_comm = m * stage_tp;
+  add_pipeline(c, in, cluster, z, stage_compute + stage_rec + stage_tp, v, tp_link);
+
+  // Data parallelism: the stage's gradients, reduced once per step after the last
+  // micro-batch; the last backward can hide up to dp_overlap of its own time.
+  const double stage_params = layers_per_stage * (z.P + 13 * h) / t + V * h / t;
+  const LinkTier& dp_link = tier_for(in.tp, in.dp, cluster);
+  c.dp_link = in.dp > 1 ? dp_link.name : "-";
+  c.dp_comm_total = ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp, dp_link);
+  const double last_backward = layers_per_stage * 2 * layer.fwd + 2 * logit_flops / z.flop_rate;
+  c.dp_comm = std::max(0.0, c.dp_comm_total - cluster.dp_overlap * last_backward);
+  // The optimizer step (AdamW): about 30 bytes read or written per local parameter
+  // (fp32 weight, gradient, two moments; the half-precision copy), sharded over DP with ZeRO.
+  c.compute += stage_params * 30 / z.byte_rate;
+  add_totals(c, in, cluster, z, layer.rec_flops);
   return c;
 }
 

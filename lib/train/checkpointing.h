@@ -67,7 +67,11 @@ class Checkpointer {
   int64_t restore(const std::string& resume);
 
  private:
+  // Restoring (train/checkpoint_restore.cpp). choose: the step of the checkpoint `resume`
+  // selects, as world rank 0 decided it (-1: none), and its directory in `chosen`.
   int64_t load(const std::string& resume);
+  int64_t choose(const std::string& resume, std::filesystem::path& chosen);
+  // Saving (train/checkpointing.cpp).
   struct Snapshot;
   void write_snapshot(const Snapshot& s);
   void commit(int64_t step);
