@@ -42,6 +42,7 @@ double StepTimer::tokens_per_s(int64_t tokens_per_step) const {
 void StepTimer::restart_window() {
   window_start_ = Clock::now();
   window_steps_ = 0;
+  window_.restart();
 }
 
 MetricsReporter::MetricsReporter(const std::filesystem::path& metrics_path, int console_fd,
@@ -105,6 +106,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
     if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;
     j["comm_bytes"] = m.comm_bytes;
+    j["comm_bytes_window"] = m.comm_bytes_window;
     if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
     if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
     j["optimizer_state_mb"] = m.optimizer_state_mb;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "train/jsonl_file.h"
+#include "train/step_window.h"
 
 namespace trainctl::train {
 
@@ -21,23 +22,29 @@ struct StepMetrics {
   double loss = 0.0;
   double lr = 0.0;
   double grad_norm = 0.0;
+  // Every per-step figure of a logged line is a mean per step over its window: the steps
+  // since the previous logged line, this one included (train/step_window.h); a total
+  // over the window says so in its name (comm_bytes_window). docs/observability.md has
+  // the table. tokens_per_s: the window's tokens over its wall-clock time.
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   std::optional<double> val_loss;
-  // Data-parallel communication this step (absent with one DP rank), minima over the DP
+  // Data-parallel communication per step (absent with one DP rank), minima over the DP
   // ranks: time in collectives, and the part the training thread of the last rank to
   // finish its backward pass waited for (not hidden behind the backward pass). The
   // maximum wait also counts earlier ranks waiting for that one (load imbalance).
   std::optional<double> comm_ms;
   std::optional<double> exposed_comm_ms;
   std::optional<double> dp_wait_max_ms;
-  // Bytes this rank sent for the step's gradient/parameter exchange over dp
-  // (parallel/comm_stats.h's ring model; 0 with one DP rank, and on the steps between
-  // local_sgd/diloco synchronisations).
+  // Bytes this rank sent for the gradient/parameter exchange over dp
+  // (parallel/comm_stats.h's ring model; 0 with one DP rank), per step and in the whole
+  // window: under local_sgd/diloco a window with one synchronisation in 4 steps shows a
+  // quarter of it per step. Parameter servers: what worker 0 pushed, per global step.
   int64_t comm_bytes = 0;
-  // Pipeline parallelism: each pipeline stage's time waiting for its neighbours this step
+  int64_t comm_bytes_window = 0;
+  // Pipeline parallelism: each pipeline stage's time waiting for its neighbours per step
   // (stage 0 first; measured on the stage's DP 0 / TP 0 rank), and that time as a share of
-  // the step (the measured bubble, comparable to `trainctl plan`'s).
+  // step_ms (the measured bubble, comparable to `trainctl plan`'s).
   std::vector<double> pipeline_idle_ms;
   std::optional<double> pipeline_bubble;
   double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
@@ -70,7 +77,8 @@ struct StepMetrics {
 };
 
 // The wall-clock side of the metrics: the current step's time, the time since the start,
-// and tokens per second over the steps since the last logged one.
+// tokens per second over the steps since the last logged one, and those steps' figures
+// (window(): what measure_step adds as each step finishes).
 class StepTimer {
  public:
   using Clock = std::chrono::steady_clock;
@@ -79,11 +87,14 @@ class StepTimer {
   double step_ms() const;
   double elapsed_s() const;
   double tokens_per_s(int64_t tokens_per_step) const;  // since restart_window()
-  void restart_window();
+  StepWindow& window() { return window_; }
+  const StepWindow& window() const { return window_; }
+  void restart_window();  // on a logged step, after its line
 
  private:
   Clock::time_point start_, window_start_, step_start_;
   int64_t window_steps_ = 0;
+  StepWindow window_;
 };
 
 class MetricsReporter {

@@ -124,7 +124,7 @@ class PsWorker {
 
  private:
   void checkpoint_together(int64_t my_step);
-  void log_line(int64_t step, double grad_norm, double step_ms, std::optional<double> val_loss);
+  void log_line(int64_t step, double grad_norm, std::optional<double> val_loss);
   void finish(int64_t my_step, double grad_norm, TrainResult& result);
 
   const config::JobSpec& spec_;
@@ -190,6 +190,7 @@ TrainResult PsWorker::run() {
     const int64_t before = global;
     global = std::max(global, r.global_step);
     window_.add(r);
+    timer_.window().add(StepSample{.step_ms = timer_.step_ms()});
     result.final_loss = window_.loss_count > 0 ? window_.loss_sum / window_.loss_count : 0.0;
     if (r.done || r.stop) {
       result.stopped = r.stop && !r.done;
@@ -203,7 +204,7 @@ TrainResult PsWorker::run() {
         result.final_val_loss = *val;
       }
       if (logged || val) {
-        log_line(global, grad_norm, timer_.step_ms(), val);
+        log_line(global, grad_norm, val);
       } else {
         StepMetrics m;
         m.step = global;
@@ -233,8 +234,9 @@ void PsWorker::checkpoint_together(int64_t my_step) {
   groups_.world->barrier();
 }
 
-void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
-                        std::optional<double> val_loss) {
+// Per-step figures are means over the window: comm_bytes per global step (the line's
+// step axis, as in synchronous training), step_ms over worker 0's own steps.
+void PsWorker::log_line(int64_t step, double grad_norm, std::optional<double> val_loss) {
   const double seconds = std::chrono::duration<double>(Clock::now() - window_.start).count();
   StepMetrics m;
   m.step = step;
@@ -242,13 +244,14 @@ void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
   m.loss = window_.loss_count > 0 ? window_.loss_sum / window_.loss_count : 0.0;
   m.lr = e_.schedule.at(std::max<int64_t>(step - 1, 0));
   m.grad_norm = grad_norm;
-  m.step_ms = step_ms;
+  m.step_ms = timer_.window().mean().step_ms;
   m.tokens_per_s =
       seconds > 0
           ? static_cast<double>((step - window_.start_step) * e_.tokens_per_step()) / seconds
           : 0.0;
   m.val_loss = val_loss;
-  m.comm_bytes = window_.bytes_sent;
+  m.comm_bytes = per_step_mean(window_.bytes_sent, step - window_.start_step);
+  m.comm_bytes_window = window_.bytes_sent;
   m.elapsed_s = timer_.elapsed_s();
   m.ps_gradients = window_.gradients;
   m.ps_staleness = window_.staleness;
@@ -261,6 +264,7 @@ void PsWorker::log_line(int64_t step, double grad_norm, double step_ms,
       m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.tokens_per_s, window_.gradients,
       *m.ps_staleness_max, val_loss ? fmt::format(" val_loss {:.4f}", *val_loss) : "");
   window_.restart(step);
+  timer_.restart_window();
 }
 
 // The budget is spent (or a stop was relayed): no more pushes, then together: the final
@@ -277,7 +281,7 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
       val = e_.evaluate(/*alone=*/true);
       result.final_val_loss = *val;
     }
-    log_line(step, grad_norm, timer_.step_ms(), val);
+    log_line(step, grad_norm, val);
   }
   const double total_s = timer_.elapsed_s();
   result.tokens_per_s = static_cast<double>(step * e_.tokens_per_step()) / total_s;

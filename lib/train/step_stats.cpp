@@ -9,7 +9,7 @@ namespace trainctl::train {
 
 namespace {
 
-// Each pipeline stage's wait for its neighbours this step, gathered to every rank (a
+// Each pipeline stage's wait for its neighbours per step of the window, gathered to every rank (a
 // collective over the world: all ranks call it on the same steps).
 std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
   comm::Communicator& world = *e.groups.world;
@@ -23,14 +23,13 @@ std::vector<double> gather_pipeline_idle_ms(Engine& e, double idle_s) {
   return per_stage;
 }
 
-// This step's gradient communication over the DP group, seen from both ends: the rank
-// whose backward pass finished last sets the step time and waits only for the part of
-// the communication its backward could not hide; the others also wait for it (load
-// imbalance, not communication). So exposed_comm_ms is the minimum over the DP ranks and
-// dp_wait_max_ms the maximum (a collective over DP: all ranks call it on the same steps,
-// when the gradient reduction has finished and the group is idle).
-void add_dp_comm_stats(Engine& e, StepMetrics& m) {
-  const parallel::StepCommStats mine = e.data_parallel.stats();
+// The gradient communication over the DP group per step of the window, seen from both
+// ends: the rank whose backward pass finished last sets the step time and waits only for
+// the part of the communication its backward could not hide; the others also wait for it
+// (load imbalance, not communication). So exposed_comm_ms is the minimum over the DP ranks
+// and dp_wait_max_ms the maximum (a collective over DP: all ranks call it on the same
+// steps, when the gradient reduction has finished and the group is idle).
+void add_dp_comm_stats(Engine& e, const StepSample& mine, StepMetrics& m) {
   // max of negated values gives the minima: one collective for both.
   float v[4] = {static_cast<float>(-mine.comm_s), static_cast<float>(-mine.exposed_s),
                 static_cast<float>(mine.comm_s), static_cast<float>(mine.exposed_s)};
@@ -66,22 +65,35 @@ void add_pipeline_stats(Engine& e, double idle_s, StepMetrics& m) {
   m.pipeline_bubble = idle / (static_cast<double>(m.pipeline_idle_ms.size()) * m.step_ms);
 }
 
+// This step's own figures, added to the window.
+void add_to_window(Engine& e, const StepOutcome& out, StepTimer& timer) {
+  const parallel::StepCommStats comm = e.data_parallel.stats();
+  timer.window().add(StepSample{.step_ms = timer.step_ms(),
+                                .comm_s = comm.comm_s,
+                                .exposed_s = comm.exposed_s,
+                                .pipeline_idle_s = out.pipeline_idle_s,
+                                .sent_bytes = static_cast<int64_t>(comm.sent_bytes)});
+}
+
 }  // namespace
 
-StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const StepTimer& timer,
+StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTimer& timer,
                          bool logged) {
+  add_to_window(e, out, timer);
+  const StepSample mean = timer.window().mean();
   StepMetrics m;
   m.step = step;
   m.total_steps = e.spec.training.steps;
   m.loss = out.loss;
   m.lr = out.lr;
   m.grad_norm = out.grad_norm;
-  m.step_ms = timer.step_ms();
+  m.step_ms = mean.step_ms;
   m.elapsed_s = timer.elapsed_s();
   m.optimizer_state_mb = static_cast<double>(e.data_parallel.optimizer_state_bytes()) / (1 << 20);
   if (e.loss_scaler) m.loss_scale = out.loss_scale;
   m.skipped = out.skipped;
-  m.comm_bytes = static_cast<int64_t>(e.data_parallel.stats().sent_bytes);
+  m.comm_bytes = mean.sent_bytes;
+  m.comm_bytes_window = timer.window().total().sent_bytes;
   m.mem_peak_mb = static_cast<double>(e.backend->peak_allocated_bytes()) / kMiB;
   if (e.backend->device() == Device::cuda) m.device_mem_peak_mb = m.mem_peak_mb;
   if (!logged) return m;
@@ -89,8 +101,8 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const 
     m.mem_rss_peak_mb = static_cast<double>(*rss) / kMiB;
   }
   add_memory_stats(e, m);
-  if (e.groups.dp->size() > 1) add_dp_comm_stats(e, m);
-  if (e.pipeline) add_pipeline_stats(e, out.pipeline_idle_s, m);
+  if (e.groups.dp->size() > 1) add_dp_comm_stats(e, mean, m);
+  if (e.pipeline) add_pipeline_stats(e, mean.pipeline_idle_s, m);
   return m;
 }
 

@@ -1,9 +1,13 @@
 """Reads a run's TensorBoard event files with TensorBoard's own reader (EventAccumulator)
 and checks them against metrics.jsonl: every metric of every logged step is a scalar at
 that step with that value (as float32), each step appears once per tag even after a resume
-(the resumed launch's value wins), and the resolved spec is there as text.
+(the resumed launch's value wins), and the resolved spec is there as text. With
+--window-means, also that TensorBoard's comm_bytes at each logged step is its
+comm_bytes_window spread over the steps since the previous logged step (a mean per step over
+the logging window, docs/observability.md), and not 0 after the first line (for a run whose
+every later window holds a parameter exchange).
 
-Usage: python check_tensorboard.py RUN_DIR
+Usage: python check_tensorboard.py RUN_DIR [--window-means]
 """
 import json
 import math
@@ -37,6 +41,30 @@ def as_float32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
 
 
+def per_step_mean(total, steps):
+    """train/step_window.h's rounding: to the nearest whole byte, half up."""
+    return total // steps + (1 if 2 * (total % steps) >= steps else 0)
+
+
+def window_mean_problems(acc, tags):
+    """comm_bytes per step = comm_bytes_window / the window's steps, read from TensorBoard."""
+    for tag in ("comm_bytes", "comm_bytes_window"):
+        if tag not in tags["scalars"]:
+            return [f"--window-means: scalar {tag} missing"]
+    per_step = {e.step: e.value for e in acc.Scalars("comm_bytes")}
+    window = {e.step: e.value for e in acc.Scalars("comm_bytes_window")}
+    problems, previous = [], 0
+    for step in sorted(per_step):
+        want = per_step_mean(int(window.get(step, -1)), step - previous)
+        if per_step[step] != want:
+            problems.append(f"comm_bytes step {step}: {per_step[step]}, expected {want} "
+                            f"(comm_bytes_window {window.get(step)} over {step - previous} steps)")
+        if previous > 0 and per_step[step] <= 0:
+            problems.append(f"comm_bytes step {step}: {per_step[step]}, its window exchanged")
+        previous = step
+    return problems
+
+
 def main():
     run = pathlib.Path(sys.argv[1])
     acc = event_accumulator.EventAccumulator(
@@ -66,6 +94,8 @@ def main():
         text = acc.Tensors("config")[-1].tensor_proto.string_val[0].decode()
         if "model:" not in text or "logging:" not in text:
             problems.append(f"config text is not the resolved spec: {text[:200]!r}")
+    if "--window-means" in sys.argv[2:]:
+        problems += window_mean_problems(acc, tags)
     for p in problems:
         print("FAIL:", p)
     n = sum(len(s) for s in want.values())

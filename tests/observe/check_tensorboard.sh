@@ -41,7 +41,14 @@ YAML
 n=$(ls "$work/runs/tb-check/tb" | grep -c '^events\.out\.tfevents\.')
 [[ $n == 2 ]] || { echo "FAILED: expected one event file per launch, found $n"; exit 1; }
 "$venv/bin/python" "$here/check_tensorboard.py" "$work/runs/tb-check" 2>/dev/null
+# Per-step counters are means over the steps since the previous line: local SGD meets every
+# 4 steps, a line every 10 steps shows its window's meetings spread over its steps, and
+# TensorBoard has the same numbers as metrics.jsonl.
+"$bin" train "$work/job.yaml" --set "run_dir=$work/local" --set training.steps=20 \
+  --set parallel.dp_sync=local_sgd --set parallel.sync_every=4 --set logging.every_steps=10 \
+  --set training.eval_every=20 --set checkpoint.every_steps=0 >/dev/null
+"$venv/bin/python" "$here/check_tensorboard.py" "$work/local" --window-means
 # logging.tensorboard: false writes no tb/.
 "$bin" train "$work/job.yaml" --set logging.tensorboard=false --set "run_dir=$work/off" >/dev/null
 [[ ! -e $work/off/tb ]] || { echo "FAILED: logging.tensorboard: false wrote $work/off/tb"; exit 1; }
-echo "ok: TensorBoard reads every scalar, once per step after a resume"
+echo "ok: TensorBoard reads every scalar, once per step after a resume, window means as logged"
