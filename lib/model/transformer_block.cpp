@@ -10,7 +10,9 @@ TransformerBlock::TransformerBlock(const ModelContext& ctx, ParamList& params,
       norm1_(ctx, params, prefix + norm1),
       mixer_(mixer(params)),
       norm2_(ctx, params, prefix + norm2),
-      ffn_(ffn(params)) {}
+      ffn_(ffn(params)),
+      ffn_pieces_(static_cast<int>(ffn_->piece_starts().size())),
+      mixer_pieces_(static_cast<int>(mixer_->piece_starts().size())) {}
 
 std::pair<int, int> TransformerBlock::param_range() const {
   return {norm1_.first_param(), ffn_->end_param()};
@@ -99,15 +101,13 @@ void TransformerBlock::recompute(int slot, const float* x) {
 void TransformerBlock::backward(int slot, const float* x, float* dres, const PieceReport& report) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
   const size_t NC = ctx_.NC();
-  const int ffn_pieces = static_cast<int>(ffn_->piece_starts().size());
-  const int mixer_pieces = static_cast<int>(mixer_->piece_starts().size());
   ffn_->backward(slot, a.n2.out, dres, d_branch_, report);
   norm2_.backward(d_norm_, d_branch_, a.res1, a.n2);
-  report.ready(ffn_pieces);
+  report.ready(ffn_pieces_);
   ctx_.be().add_inplace(dres, d_norm_, NC);
-  mixer_->backward(slot, a.n1.out, dres, d_branch_, report.from(ffn_pieces + 1));
+  mixer_->backward(slot, a.n1.out, dres, d_branch_, report.from(ffn_pieces_ + 1));
   norm1_.backward(d_norm_, d_branch_, x, a.n1);
-  report.ready(ffn_pieces + 1 + mixer_pieces);
+  report.ready(ffn_pieces_ + 1 + mixer_pieces_);
   ctx_.be().add_inplace(dres, d_norm_, NC);
 }
 

@@ -57,7 +57,8 @@ class TransformerBlock final : public Block {
   std::unique_ptr<Branch> mixer_;
   Norm norm2_;
   std::unique_ptr<Branch> ffn_;
-  std::vector<Acts> acts_;  // per slot
+  int ffn_pieces_, mixer_pieces_;  // gradient pieces of each branch
+  std::vector<Acts> acts_;         // per slot
   float *branch_out_ = nullptr, *d_branch_ = nullptr, *d_norm_ = nullptr;
 };
 
