@@ -4,57 +4,17 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/shard.h"
+
 namespace trainctl::model {
 
-namespace {
-
-std::vector<std::pair<std::string, std::vector<int64_t>>> llama_shapes(const ModelConfig& c) {
-  const int64_t C = c.d_model, V = c.vocab_size, H = c.mlp_hidden(), hd = c.head_dim();
-  const int64_t q = int64_t{c.n_head} * hd, kv = int64_t{c.kv_heads()} * hd;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"model.embed_tokens.weight", {V, C}}};
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    shapes.push_back({p + "input_layernorm.weight", {C}});
-    shapes.push_back({p + "self_attn.q_proj.weight", {q, C}});
-    shapes.push_back({p + "self_attn.k_proj.weight", {kv, C}});
-    shapes.push_back({p + "self_attn.v_proj.weight", {kv, C}});
-    shapes.push_back({p + "self_attn.o_proj.weight", {C, q}});
-    shapes.push_back({p + "post_attention_layernorm.weight", {C}});
-    shapes.push_back({p + "mlp.gate_proj.weight", {H, C}});
-    shapes.push_back({p + "mlp.up_proj.weight", {H, C}});
-    shapes.push_back({p + "mlp.down_proj.weight", {C, H}});
-  }
-  shapes.push_back({"model.norm.weight", {C}});
-  if (!c.tied()) shapes.push_back({"lm_head.weight", {V, C}});
-  return shapes;
-}
-
-}  // namespace
-
+// The training model's parameters, whole (model/model_parts.h declares them).
 std::vector<std::pair<std::string, std::vector<int64_t>>> GptDecoder::parameter_shapes(
     const ModelConfig& c) {
-  if (c.llama()) return llama_shapes(c);
-  const int64_t C = c.d_model, V = c.vocab_size, T = c.max_seq_len;
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"transformer.wte.weight", {V, C}}, {"transformer.wpe.weight", {T, C}}};
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "transformer.h." + std::to_string(l) + ".";
-    shapes.push_back({p + "ln_1.weight", {C}});
-    shapes.push_back({p + "ln_1.bias", {C}});
-    shapes.push_back({p + "attn.c_attn.weight", {3 * C, C}});
-    shapes.push_back({p + "attn.c_attn.bias", {3 * C}});
-    shapes.push_back({p + "attn.c_proj.weight", {C, C}});
-    shapes.push_back({p + "attn.c_proj.bias", {C}});
-    shapes.push_back({p + "ln_2.weight", {C}});
-    shapes.push_back({p + "ln_2.bias", {C}});
-    shapes.push_back({p + "mlp.c_fc.weight", {4 * C, C}});
-    shapes.push_back({p + "mlp.c_fc.bias", {4 * C}});
-    shapes.push_back({p + "mlp.c_proj.weight", {C, 4 * C}});
-    shapes.push_back({p + "mlp.c_proj.bias", {C}});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const ParamSpec& p : gpt_param_specs(c, GptShardSpec::whole(c))) {
+    shapes.emplace_back(p.name, p.shard.global_shape);
   }
-  shapes.push_back({"transformer.ln_f.weight", {C}});
-  shapes.push_back({"transformer.ln_f.bias", {C}});
   return shapes;
 }
 
@@ -80,8 +40,7 @@ GptDecoder::GptDecoder(const ModelConfig& config, ops::Backend& backend, const W
     }
     return out;
   };
-  const size_t cache = static_cast<size_t>(config_.max_seq_len) * config_.kv_heads() *
-                       static_cast<size_t>(config_.head_dim());
+  const size_t cache = KvCache::floats(config_);
   try {
     wte_ = upload(next());
     if (!config_.llama()) wpe_ = upload(next());
@@ -100,8 +59,7 @@ GptDecoder::GptDecoder(const ModelConfig& config, ops::Backend& backend, const W
           *t = upload(next());
         }
       }
-      b.k_cache = alloc(cache);
-      b.v_cache = alloc(cache);
+      b.cache = {alloc(cache), alloc(cache)};
       blocks_.push_back(b);
     }
     lnf_w_ = upload(next());
@@ -196,12 +154,7 @@ const std::vector<float>& GptDecoder::step(int32_t token) {
   for (const Block& b : blocks_) {
     norm(h, x, b.ln1_w, b.ln1_b, 1);
     be_.linear_forward(qkv, h, b.attn_w, b.attn_b, 1, C, W);
-    if (config_.llama()) {
-      be_.rope_forward(qkv, 1, 1, W, NH + NKV, hd, config_.rope_theta, pos_);
-    }
-    be_.copy(b.k_cache + t * kv_width, qkv + q_width, static_cast<size_t>(kv_width));
-    be_.copy(b.v_cache + t * kv_width, qkv + q_width + kv_width, static_cast<size_t>(kv_width));
-    be_.attention_decode(y, qkv, b.k_cache, b.v_cache, pos_ + 1, NH, NKV, hd);
+    b.cache.attend(be_, config_, qkv, pos_, y);
     be_.linear_forward(proj, y, b.proj_w, b.proj_b, 1, q_width, C);
     be_.add(x, x, proj, static_cast<size_t>(C));
     block_mlp(b, x, 1);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "ops/backend.h"
 
@@ -46,7 +47,8 @@ class GptDecoder {
   // attention kernel); logits [tokens.size(), vocab_size]. Leaves the cache alone.
   std::vector<float> forward_full(const std::vector<int32_t>& tokens);
 
-  // The parameter names and shapes the decoder loads, in loading order.
+  // The parameter names and shapes the decoder loads, in loading order: the training
+  // model's (gpt_param_specs of the whole model).
   static std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_shapes(
       const ModelConfig& config);
 
@@ -57,7 +59,7 @@ class GptDecoder {
     const float *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr;
     const float *proj_w = nullptr, *proj_b = nullptr, *ln2_w = nullptr, *ln2_b = nullptr;
     const float *fc_w = nullptr, *fc_b = nullptr, *fc_proj_w = nullptr, *fc_proj_b = nullptr;
-    float *k_cache = nullptr, *v_cache = nullptr;  // [max_seq_len, n_kv_head * head_dim]
+    KvCache cache;
   };
   // A scratch buffer in backend memory that grows to the largest size asked for.
   struct Scratch {

@@ -1,9 +1,12 @@
 #include "model/shard.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <stdexcept>
+
+#include "model/block_factory.h"
+#include "model/model_context.h"
+#include "model/param_list.h"
 
 namespace trainctl::model {
 
@@ -44,15 +47,12 @@ int64_t TensorShard::global_index(int64_t local) const {
 }
 
 double block_cost(const ModelConfig& c, int seq_len) {
-  // Multiply-adds per token: 12 C^2 in the linear layers, 2 T C in attention (causal: half
-  // of T on average for scores and for the weighted sum).
-  const double C = c.d_model;
-  if (c.llama()) {
-    // q, k, v, o and SwiGLU's three matrices.
-    const double linear = (c.qkv_rows() + C) * C + 3.0 * c.mlp_hidden() * C;
-    return linear + 2.0 * static_cast<double>(seq_len) * C;
-  }
-  return 12.0 * C * C + 2.0 * static_cast<double>(seq_len) * C;
+  // Multiply-adds per token, as the block of layer 0 counts them (model/block.h).
+  ModelContext ctx;
+  ctx.config = c;
+  ctx.shard = GptShardSpec::whole(c);
+  ParamList params(ctx.shard);
+  return make_block(ctx, params, 0)->macs_per_token(seq_len);
 }
 
 double head_cost(const ModelConfig& c) { return static_cast<double>(c.vocab_size) * c.d_model; }
@@ -141,141 +141,6 @@ void check_tp_divisible(const ModelConfig& config, int tp) {
     need(config.kv_heads(), "model.n_kv_head");
     need(config.mlp_hidden(), "model.ffn_hidden");
   }
-}
-
-namespace {
-
-ParamSpec param(std::string name, Shape global, Init init, float std_dev, bool decay) {
-  ParamSpec p;
-  p.name = std::move(name);
-  p.shard.global_shape = std::move(global);
-  p.init = init;
-  p.init_std = std_dev;
-  p.weight_decay = decay;
-  return p;
-}
-
-// Split along `dim` over the TP group (in `blocks` equal blocks).
-ParamSpec tp_split(ParamSpec p, const GptShardSpec& s, int dim, int blocks = 1) {
-  p.shard.dim = dim;
-  p.shard.blocks = blocks;
-  p.shard.index = s.tp_rank;
-  p.shard.count = s.tp_size;
-  return p;
-}
-
-// A full copy on every TP rank.
-ParamSpec tp_replicated(ParamSpec p, const GptShardSpec& s) {
-  p.shard.index = s.tp_rank;
-  p.shard.count = s.tp_size;
-  return p;
-}
-
-}  // namespace
-
-namespace {
-
-// Hugging Face LlamaForCausalLM's names and nn.Linear layouts. q, k and v (and gate and up)
-// are separate parameters declared back to back: each splits evenly over the TP group by
-// whole heads (rows), which one fused tensor of unequal q and k/v blocks would not.
-std::vector<ParamSpec> llama_param_specs(const ModelConfig& config, const GptShardSpec& s) {
-  using I = Init;
-  const int64_t C = config.d_model, V = config.vocab_size, H = config.mlp_hidden();
-  const int64_t hd = config.head_dim();
-  constexpr float std0 = 0.02f;
-  // Residual projections scaled as GPT-2's (the residual stream's variance stays flat).
-  const float std_proj = 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer));
-  std::vector<ParamSpec> out;
-  auto embed = [&] {
-    return tp_split(param("model.embed_tokens.weight", {V, C}, I::normal, std0, true), s, 0);
-  };
-  if (s.embedding) out.push_back(embed());
-  for (const LayerRange& chunk : s.chunks) {
-    for (int l = chunk.begin; l < chunk.end; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      out.push_back(tp_replicated(param(p + "input_layernorm.weight", {C}, I::ones, 0, false), s));
-      out.push_back(tp_split(
-          param(p + "self_attn.q_proj.weight", {config.n_head * hd, C}, I::normal, std0, true), s,
-          0));
-      for (const char* kv : {"self_attn.k_proj.weight", "self_attn.v_proj.weight"}) {
-        out.push_back(
-            tp_split(param(p + kv, {config.kv_heads() * hd, C}, I::normal, std0, true), s, 0));
-      }
-      out.push_back(tp_split(
-          param(p + "self_attn.o_proj.weight", {C, config.n_head * hd}, I::normal, std_proj, true),
-          s, 1));
-      out.push_back(
-          tp_replicated(param(p + "post_attention_layernorm.weight", {C}, I::ones, 0, false), s));
-      out.push_back(
-          tp_split(param(p + "mlp.gate_proj.weight", {H, C}, I::normal, std0, true), s, 0));
-      out.push_back(tp_split(param(p + "mlp.up_proj.weight", {H, C}, I::normal, std0, true), s, 0));
-      out.push_back(
-          tp_split(param(p + "mlp.down_proj.weight", {C, H}, I::normal, std_proj, true), s, 1));
-    }
-  }
-  if (s.head) {
-    out.push_back(tp_replicated(param("model.norm.weight", {C}, I::ones, 0, false), s));
-    if (!config.tied()) {
-      out.push_back(tp_split(param("lm_head.weight", {V, C}, I::normal, std0, true), s, 0));
-    } else if (s.tied_copy()) {
-      ParamSpec copy = embed();
-      copy.tied_copy = true;
-      out.push_back(std::move(copy));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::vector<ParamSpec> gpt_param_specs(const ModelConfig& config, const GptShardSpec& s) {
-  if (config.llama()) return llama_param_specs(config, s);
-  using I = Init;
-  const int64_t C = config.d_model, V = config.vocab_size;
-  constexpr float std0 = 0.02f;
-  // GPT-2: residual projections are scaled so the residual stream's variance does not
-  // grow with depth.
-  const float std_proj = 0.02f / std::sqrt(2.0f * static_cast<float>(config.n_layer));
-  std::vector<ParamSpec> out;
-  auto wte = [&] {
-    return tp_split(param("transformer.wte.weight", {V, C}, I::normal, std0, true), s, 0);
-  };
-  if (s.embedding) {
-    out.push_back(wte());
-    out.push_back(tp_replicated(
-        param("transformer.wpe.weight", {config.max_seq_len, C}, I::normal, std0, true), s));
-  }
-  for (const LayerRange& chunk : s.chunks) {
-    for (int l = chunk.begin; l < chunk.end; ++l) {
-      const std::string p = "transformer.h." + std::to_string(l) + ".";
-      out.push_back(tp_replicated(param(p + "ln_1.weight", {C}, I::ones, 0, false), s));
-      out.push_back(tp_replicated(param(p + "ln_1.bias", {C}, I::zeros, 0, false), s));
-      out.push_back(
-          tp_split(param(p + "attn.c_attn.weight", {3 * C, C}, I::normal, std0, true), s, 0, 3));
-      out.push_back(tp_split(param(p + "attn.c_attn.bias", {3 * C}, I::zeros, 0, false), s, 0, 3));
-      out.push_back(
-          tp_split(param(p + "attn.c_proj.weight", {C, C}, I::normal, std_proj, true), s, 1));
-      out.push_back(tp_replicated(param(p + "attn.c_proj.bias", {C}, I::zeros, 0, false), s));
-      out.push_back(tp_replicated(param(p + "ln_2.weight", {C}, I::ones, 0, false), s));
-      out.push_back(tp_replicated(param(p + "ln_2.bias", {C}, I::zeros, 0, false), s));
-      out.push_back(
-          tp_split(param(p + "mlp.c_fc.weight", {4 * C, C}, I::normal, std0, true), s, 0));
-      out.push_back(tp_split(param(p + "mlp.c_fc.bias", {4 * C}, I::zeros, 0, false), s, 0));
-      out.push_back(
-          tp_split(param(p + "mlp.c_proj.weight", {C, 4 * C}, I::normal, std_proj, true), s, 1));
-      out.push_back(tp_replicated(param(p + "mlp.c_proj.bias", {C}, I::zeros, 0, false), s));
-    }
-  }
-  if (s.head) {
-    out.push_back(tp_replicated(param("transformer.ln_f.weight", {C}, I::ones, 0, false), s));
-    out.push_back(tp_replicated(param("transformer.ln_f.bias", {C}, I::zeros, 0, false), s));
-    if (s.tied_copy()) {
-      ParamSpec copy = wte();
-      copy.tied_copy = true;
-      out.push_back(std::move(copy));
-    }
-  }
-  return out;
 }
 
 }  // namespace trainctl::model

@@ -69,7 +69,8 @@ struct LayerRange {
 std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts);
 
 // Relative forward cost of one block and of the LM head per token (the unit of the
-// partition above; also shown by `trainctl plan`).
+// partition above; also shown by `trainctl plan`): multiply-adds, the block's as it counts
+// them (Block::macs_per_token).
 double block_cost(const ModelConfig& config, int seq_len);
 double head_cost(const ModelConfig& config);
 
@@ -98,7 +99,8 @@ struct GptShardSpec {
 void check_tp_divisible(const ModelConfig& config, int tp);
 
 // The parameters of `shard`, in flat-buffer order: wte, wpe (embedding), then each
-// chunk's blocks in order, then ln_f and (if tied_copy) wte's copy. Llama: Hugging Face's
+// chunk's blocks in order, then ln_f and (if tied_copy) wte's copy. Each part of the model
+// declares its own (model/model_parts.h, which defines this). Llama: Hugging Face's
 // names (model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
 // post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head when untied).
 std::vector<ParamSpec> gpt_param_specs(const ModelConfig& config, const GptShardSpec& shard);

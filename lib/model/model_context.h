@@ -1,0 +1,42 @@
+#pragma once
+// What every part of one model instance shares (model/block.h): the dimensions, this rank's
+// shard, the recomputation mode, and, once the model runs, the backend, the parameters and
+// the TP group. Parts are also built without a backend, to list the parameters
+// (gpt_param_specs) and to count the activation memory (gpt_memory_floats): the same code
+// that declares and allocates for a running model then does the bookkeeping, so the two
+// cannot drift apart.
+#include <cstddef>
+
+#include "comm/communicator.h"
+#include "model/model_config.h"
+#include "model/parameters.h"
+#include "model/recompute.h"
+#include "model/shard.h"
+#include "ops/backend.h"
+
+namespace trainctl::model {
+
+struct ModelContext {
+  ModelConfig config;
+  GptShardSpec shard;
+  int B = 1;  // sequences per micro-batch
+  int T = 1;  // tokens per sequence
+  Recompute recompute = Recompute::none;
+  ops::Backend* backend = nullptr;   // null: declaration and accounting only
+  ParameterSet* params = nullptr;    // null likewise
+  comm::Communicator* tp = nullptr;  // the TP group (when shard.tp_size > 1)
+
+  int N() const { return B * T; }
+  size_t NC() const { return static_cast<size_t>(N()) * config.d_model; }
+  int tp_size() const { return shard.tp_size; }
+  // Row-parallel outputs are partial sums: one TP rank adds the bias, the allreduce the rest.
+  bool bias_here() const { return shard.tp_rank == 0; }
+  ops::Backend& be() const { return *backend; }
+  ParameterSet& w() const { return *params; }
+  // Sums (or maxes) `data` over the TP group; nothing at tp 1.
+  void tp_allreduce(float* data, size_t count, comm::ReduceOp op = comm::ReduceOp::sum) const {
+    if (shard.tp_size > 1) tp->allreduce(data, count, op);
+  }
+};
+
+}  // namespace trainctl::model

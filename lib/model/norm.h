@@ -1,0 +1,36 @@
+#pragma once
+// The family's normalisation over d_model: LayerNorm with weight and bias (gpt) or RMSNorm
+// with weight only (llama, norm_eps). Replicated over the TP group: its input is the same
+// on every TP rank, and so are its gradients.
+#include <string>
+
+#include "model/activation_arena.h"
+#include "model/model_context.h"
+#include "model/param_list.h"
+
+namespace trainctl::model {
+
+// One application's output [N,C] and statistics [N] each (RMSNorm leaves `mean` unused).
+struct NormActs {
+  float *out = nullptr, *mean = nullptr, *rstd = nullptr;
+};
+
+class Norm {
+ public:
+  // Declares `prefix`.weight (ones) and, for LayerNorm, `prefix`.bias (zeros).
+  Norm(const ModelContext& ctx, ParamList& params, const std::string& prefix);
+  int first_param() const { return w_; }
+  int end_param() const { return (b_ >= 0 ? b_ : w_) + 1; }
+
+  // Buffers of its own for one application.
+  NormActs take(ActivationArena& arena, MemoryUse use) const;
+  void forward(const NormActs& a, const float* x) const;
+  // dx = d(x) from dout = d(a.out); the parameter gradients accumulate.
+  void backward(float* dx, const float* dout, const float* x, const NormActs& a) const;
+
+ private:
+  const ModelContext& ctx_;
+  int w_ = -1, b_ = -1;
+};
+
+}  // namespace trainctl::model
