@@ -27,8 +27,9 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // The job token (ps/ps_auth.h): the worker proves it holds it, and each server must
-  // prove the same before the worker trusts it. Empty in the in-process tests.
-  std::string token;
+  // prove the same before the worker trusts it. Empty in the in-process tests. (A default
+  // member initializer, so `{connect_timeout, timeout}` still initializes every field.)
+  std::string token{};
 };
 
 struct PushInfo {
