@@ -370,7 +370,11 @@ void Launcher::start_workers(int attempt) {
   spdlog::info("started {} worker(s) for ranks {}..{} (attempt {}); logs in {}", per_node_,
                node_ * per_node_, node_ * per_node_ + per_node_ - 1, attempt,
                (spec_.run_dir / "logs").string());
-  if (spec_.parallel.mode == "parameter_server" && node_ == 0) start_servers(attempt, exe, port);
+  // Only training talks to servers: eval, selftest and bench-comm of the same job would
+  // leave them waiting for workers that never come (issue 36).
+  if (spec_.parallel.mode == "parameter_server" && node_ == 0 && opt_.mode == WorkerMode::train) {
+    start_servers(attempt, exe, port);
+  }
 }
 
 // parallel.mode: parameter_server: the servers run on node 0 beside its workers, as

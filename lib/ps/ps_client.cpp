@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "ps/ps_auth.h"
 #include "ps/ps_wire.h"
 
 namespace trainctl::ps {
@@ -80,6 +81,50 @@ struct PsClient::Impl {
     return m;
   }
 
+  // Connects to server s and runs the handshake (ps/ps_auth.h): the server's challenge,
+  // this worker's proof, the server's proof and its shard.
+  void connect(size_t s, wire::Deadline deadline) {
+    Server& server = servers[s];
+    const int fd = wire::connect_to(server.address, deadline, peer(s));
+    server.conn = std::make_unique<wire::Connection>(fd, peer(s));
+    const wire::Message challenge = expect_handshake(s, MsgType::challenge, deadline);
+    const std::string nonce = auth::nonce();
+    const std::string proof = auth::worker_proof(options.token, challenge.text, nonce, worker);
+    const int64_t hello[4] = {worker, 0, 0, 0};
+    server.conn->send(MsgType::hello, hello, 0.0, {}, auth::join_hello({nonce, proof}), {},
+                      deadline);
+    // The server answers once it accepted us (serve() running), with the shard it holds:
+    // a worker and a server that planned from different parameter lists stop here.
+    const wire::Message ack = expect_handshake(s, MsgType::hello, deadline);
+    const int64_t index = static_cast<int64_t>(s);
+    if (!auth::constant_time_equal(
+            ack.text, auth::server_proof(options.token, challenge.text, nonce, index))) {
+      throw ClientError("worker " + std::to_string(worker) + ": " + peer(s) +
+                        " did not prove it holds this job's token (another process on its "
+                        "port?)");
+    }
+    if (ack.i[0] != index || ack.i[1] != server.shard.begin || ack.i[2] != server.shard.end) {
+      throw ClientError("worker " + std::to_string(worker) + ": " + peer(s) + " is server " +
+                        std::to_string(ack.i[0]) + " holding floats [" + std::to_string(ack.i[1]) +
+                        ", " + std::to_string(ack.i[2]) + "), but this worker expects server " +
+                        std::to_string(s) + " holding [" + std::to_string(server.shard.begin) +
+                        ", " + std::to_string(server.shard.end) +
+                        ") (do the model or the server count differ?)");
+    }
+  }
+
+  // expect() during the handshake: a server that closes the connection here refused us.
+  wire::Message expect_handshake(size_t s, MsgType want, wire::Deadline deadline) {
+    try {
+      return expect(s, want, deadline);
+    } catch (const wire::WireError& e) {
+      if (e.kind() != wire::WireError::Kind::closed) throw;
+      throw ClientError("worker " + std::to_string(worker) + ": " + e.what() +
+                        " during the handshake (the server refused this worker: does it hold "
+                        "the same job token? The server's log says why)");
+    }
+  }
+
   void expect_floats(size_t s, const wire::Message& m, int64_t n) const {
     if (m.floats != n) {
       throw ClientError("worker " + std::to_string(worker) + ": " + peer(s) + " sent " +
@@ -103,27 +148,7 @@ PsClient::PsClient(const std::vector<std::string>& addresses, int worker,
     c.servers.push_back(Server{addresses[s], shards[s], nullptr, 0});
   }
   const wire::Deadline deadline = wire::deadline_in(options.connect_timeout);
-  for (size_t s = 0; s < c.servers.size(); ++s) {
-    Server& server = c.servers[s];
-    c.guarded([&] {
-      const int fd = wire::connect_to(server.address, deadline, c.peer(s));
-      server.conn = std::make_unique<wire::Connection>(fd, c.peer(s));
-      const int64_t hello[4] = {worker, 0, 0, 0};
-      server.conn->send(MsgType::hello, hello, 0.0, {}, std::string(), {}, deadline);
-      // The server answers once it accepted us (serve() running), with the shard it holds:
-      // a worker and a server that planned from different parameter lists stop here.
-      const wire::Message ack = c.expect(s, MsgType::hello, deadline);
-      if (ack.i[0] != static_cast<int64_t>(s) || ack.i[1] != server.shard.begin ||
-          ack.i[2] != server.shard.end) {
-        throw ClientError(
-            "worker " + std::to_string(worker) + ": " + c.peer(s) + " is server " +
-            std::to_string(ack.i[0]) + " holding floats [" + std::to_string(ack.i[1]) + ", " +
-            std::to_string(ack.i[2]) + "), but this worker expects server " + std::to_string(s) +
-            " holding [" + std::to_string(server.shard.begin) + ", " +
-            std::to_string(server.shard.end) + ") (do the model or the server count differ?)");
-      }
-    });
-  }
+  for (size_t s = 0; s < c.servers.size(); ++s) c.guarded([&] { c.connect(s, deadline); });
 }
 
 PsClient::~PsClient() = default;

@@ -26,6 +26,10 @@ struct ClientOptions {
   // must come within `timeout` (a server that died or hangs fails the worker).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // The job token (ps/ps_auth.h): the worker proves it holds it, and each server must
+  // prove the same before the worker trusts it. Empty in the in-process tests. (A default
+  // member initializer, so `{connect_timeout, timeout}` still initializes every field.)
+  std::string token{};
 };
 
 struct PushInfo {
@@ -63,8 +67,9 @@ class ClientError : public std::runtime_error {
 
 class PsClient {
  public:
-  // Connects to every server ("host:port", index = server number) as worker `worker`.
-  // Throws ClientError naming the server it could not reach.
+  // Connects to every server ("host:port", index = server number) as worker `worker`,
+  // with the handshake of ps/ps_auth.h. Throws ClientError naming the server it could not
+  // reach, or that refused this worker or could not prove it holds the job token.
   PsClient(const std::vector<std::string>& addresses, int worker, std::vector<ServerShard> shards,
            ClientOptions options = {});
   ~PsClient();

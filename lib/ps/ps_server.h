@@ -9,7 +9,9 @@
 //   PsServer server(config);            // listens on config.bind_addr, port() ephemeral
 //   publish(server.port());             // the caller puts host:port in the store
 //   server.serve();                     // until every worker has said goodbye
-// serve() accepts one connection per worker, waits for worker 0's seed (the parameters
+// serve() accepts one connection per worker (each must prove it holds the job token;
+// strangers, idle connections and a second claim on a connected worker's index are logged
+// and dropped while the server keeps accepting), waits for worker 0's seed (the parameters
 // and optimizer state to start from: fresh, or a checkpoint's), answers pulls, pushes
 // and state requests, and returns when every worker has said goodbye. A worker whose
 // connection ends without goodbye (it died) makes serve() throw ServerError naming the
@@ -64,7 +66,15 @@ struct ServerConfig {
   double group_window = 1.0;
   int64_t total_steps = 1;       // training.steps
   int64_t checkpoint_every = 0;  // checkpoint.every_steps (0: no periodic checkpoints)
-  std::string bind_addr = "0.0.0.0";
+  // The address the workers connect to (the launcher gives the node's own, loopback on
+  // one node): the server listens there only, not on every interface.
+  std::string bind_addr = "127.0.0.1";
+  // The job token (launch/job_token.h): a connection is served only once it proved it
+  // holds the same (ps/ps_auth.h); the token itself never travels. The in-process tests
+  // leave it empty on both sides.
+  std::string token;
+  // How long a new connection may take to prove itself; others are accepted meanwhile.
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
   // CPU threads for the server's updates (its backend's pool; the AdamW pass is parallel).
   int threads = 1;
   // How long to wait for the workers to connect and for worker 0's seed.

@@ -57,7 +57,8 @@ void set_nodelay(int fd) {
 }
 
 bool valid_type(uint32_t t) {
-  return t >= static_cast<uint32_t>(MsgType::hello) && t <= static_cast<uint32_t>(MsgType::pause);
+  return t >= static_cast<uint32_t>(MsgType::hello) &&
+         t <= static_cast<uint32_t>(MsgType::challenge);
 }
 
 struct AddrInfo {
@@ -91,6 +92,8 @@ const char* to_string(MsgType t) {
       return "goodbye";
     case MsgType::pause:
       return "pause";
+    case MsgType::challenge:
+      return "challenge";
   }
   return "unknown";
 }
@@ -107,6 +110,43 @@ std::vector<std::string> split_names(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) names.push_back(line);
   return names;
+}
+
+Header decode_header(std::span<const char, sizeof(Header)> bytes, const std::string& peer) {
+  Header h;
+  std::memcpy(&h, bytes.data(), sizeof(Header));
+  const auto fail = [&](const std::string& what) {
+    throw WireError(WireError::Kind::protocol, peer + ": " + what);
+  };
+  if (h.magic != kMagic) fail("not a trainctl parameter-server message (bad magic)");
+  if (!valid_type(h.type)) fail("unknown message type " + std::to_string(h.type));
+  if (h.ints < 0 || h.ints > kMaxInts || h.text < 0 || h.text > kMaxText || h.floats < 0 ||
+      h.floats > kMaxFloats) {
+    fail("message sizes out of range");
+  }
+  return h;
+}
+
+std::vector<char> encode_head(MsgType type, const int64_t (&i)[4], double x,
+                              std::span<const int64_t> ints, const std::string& text,
+                              int64_t floats) {
+  Header h;
+  h.magic = kMagic;
+  h.type = static_cast<uint32_t>(type);
+  std::copy(std::begin(i), std::end(i), std::begin(h.i));
+  h.x = x;
+  h.ints = static_cast<int64_t>(ints.size());
+  h.text = static_cast<int64_t>(text.size());
+  h.floats = floats;
+  // One allocation and plain copies (GCC 12 misreads vector::insert of a zero-length
+  // range as an overflow under -O3).
+  std::vector<char> head(sizeof(Header) + ints.size_bytes() + text.size());
+  std::memcpy(head.data(), &h, sizeof(Header));
+  if (!ints.empty()) std::memcpy(head.data() + sizeof(Header), ints.data(), ints.size_bytes());
+  if (!text.empty()) {
+    std::memcpy(head.data() + sizeof(Header) + ints.size_bytes(), text.data(), text.size());
+  }
+  return head;
 }
 
 Connection::Connection(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {
@@ -163,22 +203,10 @@ void Connection::read_exact(void* data, size_t n, Deadline deadline) {
 void Connection::send(MsgType type, const int64_t (&i)[4], double x, std::span<const int64_t> ints,
                       const std::string& text, std::span<const std::span<const float>> payload,
                       Deadline deadline) {
-  Header h;
-  h.magic = kMagic;
-  h.type = static_cast<uint32_t>(type);
-  std::copy(std::begin(i), std::end(i), std::begin(h.i));
-  h.x = x;
-  h.ints = static_cast<int64_t>(ints.size());
-  h.text = static_cast<int64_t>(text.size());
-  for (const auto& part : payload) h.floats += static_cast<int64_t>(part.size());
+  int64_t floats = 0;
+  for (const auto& part : payload) floats += static_cast<int64_t>(part.size());
   // Header, ints and text in one write; the float ranges straight from their buffers.
-  std::vector<char> head;
-  head.reserve(sizeof(Header) + ints.size_bytes() + text.size());
-  const auto* hp = reinterpret_cast<const char*>(&h);
-  head.insert(head.end(), hp, hp + sizeof(Header));
-  const auto* ip = reinterpret_cast<const char*>(ints.data());
-  head.insert(head.end(), ip, ip + ints.size_bytes());
-  head.insert(head.end(), text.begin(), text.end());
+  const std::vector<char> head = encode_head(type, i, x, ints, text, floats);
   write_all(head.data(), head.size(), deadline);
   for (const auto& part : payload) {
     if (part.empty()) continue;
@@ -195,18 +223,9 @@ void Connection::send(MsgType type, Deadline deadline) {
 Message Connection::receive(Deadline until, Deadline deadline) {
   if (!wait_for(fd_, POLLIN, until))
     fail(WireError::Kind::timeout, "timed out waiting for a message");
-  Header h;
-  read_exact(&h, sizeof(h), deadline);
-  if (h.magic != kMagic) {
-    fail(WireError::Kind::protocol, "not a trainctl parameter-server message (bad magic)");
-  }
-  if (!valid_type(h.type)) {
-    fail(WireError::Kind::protocol, "unknown message type " + std::to_string(h.type));
-  }
-  if (h.ints < 0 || h.ints > kMaxInts || h.text < 0 || h.text > kMaxText || h.floats < 0 ||
-      h.floats > kMaxFloats) {
-    fail(WireError::Kind::protocol, "message sizes out of range");
-  }
+  char raw[sizeof(Header)];
+  read_exact(raw, sizeof(raw), deadline);
+  const Header h = decode_header(raw, peer_);
   Message m;
   m.type = static_cast<MsgType>(h.type);
   std::copy(std::begin(h.i), std::end(h.i), std::begin(m.i));
@@ -260,12 +279,18 @@ int listen_on(const std::string& bind_addr, int backlog, int* port) {
   throw WireError(WireError::Kind::io, "cannot listen on " + bind_addr + ": " + last);
 }
 
-int accept_before(int listen_fd, Deadline deadline) {
+int accept_before(int listen_fd, Deadline deadline, bool* out_of_fds) {
+  if (out_of_fds) *out_of_fds = false;
   if (!wait_for(listen_fd, POLLIN, deadline)) return -1;
-  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd >= 0) return fd;
   // The connection went away before we took it, or a signal: nothing to accept now.
   if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN || errno == EWOULDBLOCK) {
+    return -1;
+  }
+  // Too many connections open (idle ones, say): the caller closes some and tries again.
+  if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    if (out_of_fds) *out_of_fds = true;
     return -1;
   }
   throw WireError(WireError::Kind::io, std::string("accept: ") + errno_text(errno));

@@ -22,8 +22,9 @@ inline Deadline no_deadline() { return Deadline::max(); }
 inline Deadline deadline_in(std::chrono::milliseconds d) { return Clock::now() + d; }
 
 enum class MsgType : uint32_t {
-  hello = 1,          // worker -> server: i[0] = worker; server -> worker: i[0] = server,
-                      // i[1], i[2] = its shard's [begin, end)
+  hello = 1,          // worker -> server: i[0] = worker; text = its nonce and proof
+                      // (ps/ps_auth.h); server -> worker: i[0] = server, i[1], i[2] = its
+                      // shard's [begin, end); text = the server's proof
   seed = 2,           // i[0] = global step, i[1] = optimizer step; text = buffer names
                       // ('\n'-separated); floats = params range, then each buffer's range
   pull = 3,           // (nothing)
@@ -37,6 +38,8 @@ enum class MsgType : uint32_t {
                       // then each buffer's range
   goodbye = 9,        // (nothing)
   pause = 10,         // (nothing): the worker stops pushing until its next pull
+  challenge = 11,     // server -> worker, first on every connection: i[0] = server;
+                      // text = the server's nonce (ps/ps_auth.h)
 };
 const char* to_string(MsgType t);
 
@@ -81,10 +84,20 @@ class WireError : public std::runtime_error {
   Kind kind_;
 };
 
+// A header's raw bytes, decoded and checked: the magic number, a known type, and counts
+// within bounds (a corrupt or foreign header fails here instead of asking for an absurd
+// allocation). Throws WireError (protocol) whose message starts with `peer`.
+Header decode_header(std::span<const char, sizeof(Header)> bytes, const std::string& peer);
+// A message's header, ints and text as they travel (its `floats` float values follow).
+std::vector<char> encode_head(MsgType type, const int64_t (&i)[4], double x,
+                              std::span<const int64_t> ints, const std::string& text,
+                              int64_t floats);
+
 // One end of a connection; owns the socket. `peer` names the other end in errors
 // ("parameter server 1 (10.0.0.2:4001)", "worker 3").
 class Connection {
  public:
+  // Takes `fd` (blocking or not: every wait is a poll()).
   Connection(int fd, std::string peer);
   ~Connection();
   Connection(const Connection&) = delete;
@@ -126,8 +139,9 @@ class Connection {
 // Throws WireError.
 int listen_on(const std::string& bind_addr, int backlog, int* port);
 // Accepts one connection, or returns -1 when none came before `deadline` (so the caller
-// can check for other reasons to stop). Throws WireError.
-int accept_before(int listen_fd, Deadline deadline);
+// can check for other reasons to stop) or the process is out of descriptors (*out_of_fds
+// is then set, when given). The socket is non-blocking. Throws WireError.
+int accept_before(int listen_fd, Deadline deadline, bool* out_of_fds = nullptr);
 // Connects to "host:port", retrying until `deadline` (the server may not listen yet).
 // Throws WireError naming `peer`.
 int connect_to(const std::string& address, Deadline deadline, const std::string& peer);

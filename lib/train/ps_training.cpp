@@ -87,8 +87,9 @@ void take_server_state(Engine& e, ps::PsClient& client, ReportWindow& window) {
   window.add(applied);
 }
 
-ps::ClientOptions client_options(const config::JobSpec& spec) {
+ps::ClientOptions client_options(const config::JobSpec& spec, const TrainContext& ctx) {
   ps::ClientOptions o;
+  o.token = ctx.job_token;
   o.connect_timeout = comm_timeout(spec);
   o.timeout = comm_timeout(spec);
   return o;
@@ -146,7 +147,7 @@ TrainResult PsWorker::run() {
   model::ParameterSet& params = e_.gpt.params();
   client_ = std::make_unique<ps::PsClient>(
       ctx_.ps_server_addresses(), groups_.rank,
-      ps::plan_shards(params.list(), spec_.parallel.ps_servers), client_options(spec_));
+      ps::plan_shards(params.list(), spec_.parallel.ps_servers), client_options(spec_, ctx_));
   ckpt_ = std::make_unique<Checkpointer>(e_, ctx_.run_dir, say_to(reporter_),
                                          ctx_.crash_in_checkpoint_step);
   const int64_t steps = spec_.training.steps, start = ckpt_->restore(ctx_.resume);

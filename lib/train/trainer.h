@@ -28,6 +28,9 @@ struct TrainContext {
   // parallel.mode: parameter_server: waits for the servers to publish their addresses
   // and returns them ("host:port", index = server). Unset for other modes.
   std::function<std::vector<std::string>()> ps_server_addresses;
+  // parallel.mode: parameter_server: the job token, which the servers ask the workers to
+  // prove they hold (ps/ps_auth.h).
+  std::string job_token;
 };
 
 struct TrainResult {

@@ -58,6 +58,7 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   if (env.hooks.slowdown_rank == env.rank) ctx.slowdown = env.hooks.slowdown_factor;
   if (spec.parallel.mode == "parameter_server") {
     ctx.ps_server_addresses = [&spec, &env] { return ps_server_addresses(spec, env); };
+    ctx.job_token = env.token;
   }
   const train::TrainResult result = train::run_training(spec, groups, ctx);
   return result.stopped ? kExitPreempted : kExitOk;

@@ -24,9 +24,13 @@ std::string ps_server_key(int restart, int index) {
 
 namespace {
 
-ps::ServerConfig server_config(const config::JobSpec& spec, int index) {
+ps::ServerConfig server_config(const config::JobSpec& spec, const launch::WorkerEnv& env) {
   ps::ServerConfig c;
-  c.index = index;
+  c.index = env.ps_server;
+  // Only the job's workers, which prove they hold its token, on the address they use
+  // (this node's as the other nodes reach it; loopback on one node).
+  c.token = env.token;
+  c.bind_addr = env.node_addr;
   c.servers = spec.parallel.ps_servers;
   c.workers = spec.parallel.dp;
   c.max_staleness = spec.parallel.ps_max_staleness;
@@ -52,7 +56,7 @@ int run_ps_server(const launch::WorkerEnv& env) {
                ::getpid(), env.node_rank, env.restart);
   try {
     const config::JobSpec spec = config::load_job_spec(env.config, {});
-    ps::PsServer server(server_config(spec, env.ps_server));
+    ps::PsServer server(server_config(spec, env));
     launch::TcpStoreClient store(env.store_addr, env.store_port, env.token,
                                  train::store_options(spec));
     const std::string address = env.node_addr + ":" + std::to_string(server.port());
