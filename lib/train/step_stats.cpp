@@ -72,7 +72,7 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, const 
                          bool logged) {
   StepMetrics m;
   m.step = step;
-  m.total_steps = e.spec.training.steps;
+  m.total_steps = e.options.training.steps;
   m.loss = out.loss;
   m.lr = out.lr;
   m.grad_norm = out.grad_norm;
