@@ -144,7 +144,7 @@ logging: {every_steps: 3, tensorboard: false, profile_steps: [2, 4]}
 TEST_CASE("run options: precision, DP sync, compression and parameter servers", "[train]") {
   const train::RunOptions bf16 = train::run_options(spec_from(R"(name: x
 model: {vocab_size: 96, seq_len: 32, n_layer: 2, n_head: 2, d_model: 64}
-parallel: {dp: 2, grad_comm: bf16, bucket_mb: 0.5, dp_sync: local_sgd, sync_every: 4}
+parallel: {dp: 2, grad_comm: bf16, bucket_mb: 0.5}
 training: {micro_batch_size: 2, global_batch_size: 8, grad_clip: 0, eval_every: 5,
            activation_checkpointing: selective}
 precision: {compute: bf16}
@@ -156,8 +156,15 @@ precision: {compute: bf16}
   CHECK(bf16.parallel.grad_accum == 2);
   CHECK(bf16.parallel.grad_sync.dtype == parallel::GradCommDType::bf16);
   CHECK(bf16.parallel.grad_sync.buckets.bucket_bytes == size_t{1} << 19);
-  CHECK(bf16.parallel.periodic.mode == parallel::DpSyncMode::local_sgd);
-  CHECK(bf16.parallel.periodic.sync_every == 4);
+
+  const train::RunOptions local = train::run_options(spec_from(R"(name: x
+parallel: {dp: 2, dp_sync: diloco, sync_every: 4, outer_lr: 0.5, outer_momentum: 0.1}
+training: {micro_batch_size: 2, global_batch_size: 4}
+)"));
+  CHECK(local.parallel.periodic.mode == parallel::DpSyncMode::diloco);
+  CHECK(local.parallel.periodic.sync_every == 4);
+  CHECK(local.parallel.periodic.outer_lr == 0.5);
+  CHECK(local.parallel.periodic.outer_momentum == 0.1);
 
   const train::RunOptions psgd = train::run_options(spec_from(R"(name: x
 seed: 9
@@ -195,8 +202,7 @@ TEST_CASE("rank options: each rank's batch share, pipeline program and model sha
   // GPipe on the last of two stages: every forward before every backward, 4 micro-batches.
   const std::vector<parallel::Instruction> program = train::stage_program(o.parallel, g);
   CHECK(program == parallel::make_schedule(parallel::ScheduleKind::gpipe, 1, 2, 4, 1));
-  CHECK(train::stage_program(train::run_options(spec_from("name: x
-")).parallel,
+  CHECK(train::stage_program(train::run_options(spec_from("name: x\n")).parallel,
                              groups_at(Layout{}, 0))
             .empty());
 
