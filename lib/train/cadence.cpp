@@ -2,11 +2,11 @@
 
 namespace trainctl::train {
 
-bool eval_due(const config::TrainingSpec& training, int64_t step, bool last) {
+bool eval_due(const TrainingOptions& training, int64_t step, bool last) {
   return training.eval_every > 0 && (step % training.eval_every == 0 || last);
 }
 
-CheckpointCadence::CheckpointCadence(const config::CheckpointSpec& policy, bool keeps_time,
+CheckpointCadence::CheckpointCadence(const CheckpointOptions& policy, bool keeps_time,
                                      Clock::time_point now)
     : policy_(policy), keeps_time_(keeps_time), saved_at_(now) {}
 

@@ -5,12 +5,12 @@
 #include <chrono>
 #include <cstdint>
 
-#include "config/job_spec.h"
+#include "train/run_options.h"
 
 namespace trainctl::train {
 
 // training.eval_every: every that many steps and after the last one (0: never).
-bool eval_due(const config::TrainingSpec& training, int64_t step, bool last);
+bool eval_due(const TrainingOptions& training, int64_t step, bool last);
 
 // checkpoint.every_steps and checkpoint.every_minutes, and which step was saved last.
 class CheckpointCadence {
@@ -19,7 +19,7 @@ class CheckpointCadence {
 
   // `keeps_time`: this rank's clock decides time-based checkpoints (world rank 0 only: the
   // step's collective spreads its request, so every rank saves after the same step).
-  CheckpointCadence(const config::CheckpointSpec& policy, bool keeps_time,
+  CheckpointCadence(const CheckpointOptions& policy, bool keeps_time,
                     Clock::time_point now = Clock::now());
 
   // The run starts at `now` after `restored_step` completed steps: 0 from scratch, else a
@@ -36,7 +36,7 @@ class CheckpointCadence {
   void saved(int64_t step, Clock::time_point now);
 
  private:
-  config::CheckpointSpec policy_;
+  CheckpointOptions policy_;
   bool keeps_time_;
   int64_t saved_step_ = -1;  // -1: none yet
   Clock::time_point saved_at_;

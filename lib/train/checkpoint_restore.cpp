@@ -117,10 +117,10 @@ void continue_data_stream(Engine& e, const checkpoint::CheckpointMetadata& meta,
   // The sampler draws from (seed, step, ...): another seed means another data stream from
   // here on, which a user who edited the spec should hear about (parameters and optimizer
   // state still come from the checkpoint).
-  if (say && step < e.spec.training.steps && meta.rng.is_object() && meta.rng.contains("seed") &&
-      meta.rng["seed"].is_number_unsigned() && meta.rng["seed"].get<uint64_t>() != e.spec.seed) {
+  if (say && step < e.options.training.steps && meta.rng.is_object() && meta.rng.contains("seed") &&
+      meta.rng["seed"].is_number_unsigned() && meta.rng["seed"].get<uint64_t>() != e.options.seed) {
     say("seed changed from " + std::to_string(meta.rng["seed"].get<uint64_t>()) + " to " +
-        std::to_string(e.spec.seed) + ": from step " + std::to_string(step + 1) +
+        std::to_string(e.options.seed) + ": from step " + std::to_string(step + 1) +
         " the data is drawn with the new seed (weights and optimizer state come from the "
         "checkpoint)");
   }

@@ -46,7 +46,7 @@ Checkpointer::Checkpointer(Engine& engine, const fs::path& run_dir,
     : e_(engine),
       dir_(run_dir / "checkpoints"),
       say_(std::move(say)),
-      cadence_(engine.spec.checkpoint, engine.groups.rank == 0),
+      cadence_(engine.options.checkpoint, engine.groups.rank == 0),
       crash_at_step_(crash_at_step) {}
 
 Checkpointer::~Checkpointer() {
@@ -57,7 +57,7 @@ bool Checkpointer::written() const { return write_done_.load(); }
 
 void Checkpointer::maybe_save(int64_t step, bool last, bool requested) {
   if (!cadence_.periodic_due(step, last, requested)) return;
-  save(step, e_.spec.checkpoint.async);
+  save(step, e_.options.checkpoint.async);
   cadence_.saved(step, Clock::now());
 }
 
@@ -168,18 +168,18 @@ void Checkpointer::finish_pending() {
 }
 
 void Checkpointer::commit(int64_t step) {
-  const config::JobSpec& spec = e_.spec;
+  const RunOptions& options = e_.options;
   checkpoint::CheckpointMetadata m;
   m.step = step;
-  m.layout = {spec.parallel, spec.parallel.virtual_stages, spec.parallel.zero};
+  m.layout = {options.parallel.layout, options.parallel.virtual_stages, options.parallel.zero};
   m.model = e_.gpt.config();
   m.data.next_step = step;
   m.data.samples_consumed = e_.layout.samples_before(step);
   m.optimizer_step = snapshot_ ? snapshot_->optimizer_step : 0;
   // The sampler is a pure function of (seed, step, position): the step is the whole
   // random state of the data stream; nothing else in training draws random numbers.
-  m.rng = {{"seed", spec.seed}, {"sampler", "counter-based: (seed, step, micro-batch, row)"}};
-  m.extra = {{"job", spec.name}, {"global_batch_size", e_.layout.global_batch()}};
+  m.rng = {{"seed", options.seed}, {"sampler", "counter-based: (seed, step, micro-batch, row)"}};
+  m.extra = {{"job", options.name}, {"global_batch_size", e_.layout.global_batch()}};
   if (snapshot_ && snapshot_->loss_scale) {
     m.extra["loss_scale"] = {{"scale", snapshot_->loss_scale->scale},
                              {"good_steps", snapshot_->loss_scale->good_steps}};
@@ -188,7 +188,7 @@ void Checkpointer::commit(int64_t step) {
   m.files = checkpoint::collect_shard_records(tmp_, e_.groups.world->size());
   checkpoint::write_metadata(tmp_, m);
   const fs::path final_dir =
-      checkpoint::commit_checkpoint(tmp_, dir_, step, e_.spec.checkpoint.keep_last);
+      checkpoint::commit_checkpoint(tmp_, dir_, step, e_.options.checkpoint.keep_last);
   uint64_t bytes = 0;
   for (const auto& f : m.files) bytes += f.bytes;
   if (say_) {

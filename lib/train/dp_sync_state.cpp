@@ -74,7 +74,7 @@ void restore_powersgd(Engine& e, checkpoint::CheckpointReader& reader,
   const model::ParameterSet& params = e.gpt.params();
   const auto n = static_cast<size_t>(params.total());
   const auto& l = reader.metadata().layout;
-  const Layout& mine = e.spec.parallel;
+  const Layout& mine = e.options.parallel.layout;
   std::vector<float> error(n, 0.0f), q(n, 0.0f);
   // Error feedback and Q are this rank's shard's: only the same layout can use them.
   const bool same =

@@ -9,33 +9,33 @@
 #include "comm/solo_communicator.h"
 #include "comm/watched_communicator.h"
 #include "parallel/tied_embedding.h"
-#include "train/spec_options.h"
+#include "train/rank_options.h"
 
 namespace trainctl::train {
 
-Engine::Engine(const config::JobSpec& s, comm::ProcessGroups& g, std::unique_ptr<ops::Backend> be)
-    : spec(s),
+Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops::Backend> be)
+    : options(o),
       groups(g),
       backend(std::move(be)),
-      program(stage_program(s, g)),
-      gpt(gpt_config(s), *backend, s.training.micro_batch_size, s.model.seq_len,
-          model_options(s, g, program)),
-      dataset(data::make_dataset(dataset_options(s))),
-      layout(batch_layout(s, g)),
-      solo_dp(s.parallel.mode == "parameter_server"
+      program(stage_program(o.parallel, g)),
+      gpt(o.model.config, *backend, o.model.micro_batch_size, o.model.seq_len,
+          model_options(o, g, program)),
+      dataset(data::make_dataset(o.data)),
+      layout(batch_layout(o, g)),
+      solo_dp(o.parallel.parameter_server
                   ? std::make_unique<comm::SoloCommunicator>("dp(parameter servers)")
                   : nullptr),
-      data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, optimizer_options(s),
-                    data_parallel_options(s, g, gpt)),
-      schedule(lr_schedule(s)),
+      data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, o.optimizer.update,
+                    data_parallel_options(o.parallel, g, gpt)),
+      schedule(o.optimizer.lr),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
   if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
-    zero3->init_weights(s.seed);  // unit by unit: never the whole model on one rank
+    zero3->init_weights(o.seed);  // unit by unit: never the whole model on one rank
     zero3->refresh();
   } else {
-    gpt.init_weights(s.seed);
+    gpt.init_weights(o.seed);
   }
-  if (s.precision.compute == DType::fp16) loss_scaler.emplace(loss_scaler_options(s));
+  if (o.optimizer.loss_scaling) loss_scaler.emplace(*o.optimizer.loss_scaling);
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 
@@ -145,9 +145,9 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
         fp16_hint);
   }
   observe::TraceScope scope(trace, "optimizer", "optimizer");
-  data_parallel.clip_grad_norm(out.grad_norm, spec.training.grad_clip, unscale);
+  data_parallel.clip_grad_norm(out.grad_norm, options.optimizer.grad_clip, unscale);
   data_parallel.step(out.lr);
-  data_parallel.after_update(step + 1, step + 1 == spec.training.steps);
+  data_parallel.after_update(step + 1, step + 1 == options.training.steps);
   return out;
 }
 
@@ -157,7 +157,7 @@ double Engine::evaluate(bool alone) {
   int64_t count = 0;
   // Under ZeRO-3 every forward pass gathers parameters over DP: all replicas run the same
   // number of them, the ones past the last batch on a batch whose loss is not counted.
-  const int batches = spec.training.eval_batches;
+  const int batches = options.training.eval_batches;
   const int rounds = data_parallel.zero3() ? (batches + layout.dp - 1) / layout.dp : 0;
   const int first = alone ? 0 : layout.dp_rank, stride = alone ? 1 : layout.dp;
   for (int b = first; b < batches || b < rounds * layout.dp; b += stride) {

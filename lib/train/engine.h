@@ -1,6 +1,7 @@
 #pragma once
-// Everything one worker trains with, built from the job spec once, and the two things it
-// does: one optimizer step, and an evaluation. The parallel layout is composed here:
+// Everything one worker trains with, built from the run's options (train/run_options.h)
+// and this rank's place in the layout, and the two things it does: one optimizer step,
+// and an evaluation. The parallel layout is composed here:
 //   - the model shard for this rank's (pipeline stage, TP rank) with TP collectives inside;
 //   - with pp > 1, a pipeline executor running this stage's schedule instruction list;
 //   - data parallelism (overlapped gradient buckets, ZeRO) over the DP group, the tied
@@ -11,7 +12,6 @@
 #include <vector>
 
 #include "comm/process_groups.h"
-#include "config/job_spec.h"
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/gpt.h"
@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline_executor.h"
+#include "train/run_options.h"
 
 namespace trainctl::train {
 
@@ -45,7 +46,8 @@ struct StepOutcome {
 };
 
 struct Engine {
-  Engine(const config::JobSpec& spec, comm::ProcessGroups& groups,
+  // `backend`: made for options.device with options.backend (device/make_backend.h).
+  Engine(const RunOptions& options, comm::ProcessGroups& groups,
          std::unique_ptr<ops::Backend> backend);
 
   // One optimizer step: micro-batches with gradient accumulation (through the pipeline
@@ -78,7 +80,8 @@ struct Engine {
   void set_trace(observe::TraceRecorder* recorder);
   observe::TraceRecorder* trace = nullptr;
 
-  const config::JobSpec& spec;
+  // A copy: an engine built from temporary options stays valid.
+  const RunOptions options;
   comm::ProcessGroups& groups;
   std::unique_ptr<ops::Backend> backend;
   // Pipeline schedule of this stage (empty without pipeline parallelism).

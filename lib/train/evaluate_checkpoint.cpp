@@ -20,7 +20,7 @@ namespace trainctl::train {
 namespace {
 
 // Bytes of text per token id: the tokenizer of a `data prepare` directory, or none (bytes).
-std::optional<std::vector<int64_t>> token_lengths(const config::DataSpec& data) {
+std::optional<std::vector<int64_t>> token_lengths(const data::DatasetOptions& data) {
   if (data.type != "tokens" || !data::is_token_directory(data.path)) return std::nullopt;
   const data::TokenManifest m = data::read_manifest(data.path);
   if (m.tokenizer_files.empty()) return std::nullopt;
@@ -41,7 +41,7 @@ std::optional<std::vector<int64_t>> token_lengths(const config::DataSpec& data) 
 void count_targets(const Engine& e, const std::optional<std::vector<int64_t>>& lengths,
                    EvalResult& r) {
   std::vector<int32_t> tokens, targets;
-  for (int b = 0; b < e.spec.training.eval_batches; ++b) {
+  for (int b = 0; b < e.options.training.eval_batches; ++b) {
     data::fill_eval_batch(*e.dataset, e.layout, b, tokens, targets);
     for (int32_t t : targets) {
       if (t < 0) continue;
@@ -59,13 +59,14 @@ void count_targets(const Engine& e, const std::optional<std::vector<int64_t>>& l
 
 EvalResult evaluate_checkpoint(const config::JobSpec& spec, comm::ProcessGroups& groups,
                                int local_rank, const std::string& checkpoint) {
-  Engine e(spec, groups, device::make_backend(spec.device, backend_options(spec), local_rank));
+  const RunOptions options = run_options(spec);
+  Engine e(options, groups, device::make_backend(options.device, options.backend, local_rank));
   Checkpointer ckpt(e, spec.run_dir, [](const std::string& line) { spdlog::info("{}", line); });
   EvalResult r;
   r.step = ckpt.restore(checkpoint);
   r.loss = e.evaluate();
   if (groups.rank == 0) {
-    count_targets(e, token_lengths(spec.data), r);
+    count_targets(e, token_lengths(options.data), r);
     if (r.bytes > 0) {
       r.bits_per_byte =
           r.loss * static_cast<double>(r.tokens) / (static_cast<double>(r.bytes) * std::log(2.0));

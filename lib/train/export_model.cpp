@@ -16,12 +16,12 @@ constexpr uint32_t kExportTag = 0x7fff0002u;
 
 // Where each parameter of one rank's shard sits in that rank's flat buffer: the same
 // declarations as the rank's own ParameterSet (no memory is allocated).
-std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const config::JobSpec& spec,
+std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const RunOptions& options,
                                        const comm::Layout& layout, int tp_rank, int pp_rank,
                                        ops::Backend& backend, int64_t* total) {
   const model::GptShardSpec shard =
-      model::GptShardSpec::of(cfg, spec.model.seq_len, layout.pp, pp_rank,
-                              spec.parallel.virtual_stages, layout.tp, tp_rank);
+      model::GptShardSpec::of(cfg, options.model.seq_len, layout.pp, pp_rank,
+                              options.parallel.virtual_stages, layout.tp, tp_rank);
   model::ParameterSet set(backend);
   for (const model::ParamSpec& p : model::gpt_param_specs(cfg, shard)) set.declare(p);
   *total = set.total();
@@ -29,13 +29,13 @@ std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const conf
 }
 
 void write_model(const std::vector<checkpoint::NamedTensor>& tensors, const model::ModelConfig& c,
-                 const config::JobSpec& spec, const std::filesystem::path& path) {
-  checkpoint::write_safetensors(path, tensors, checkpoint::nanogpt_metadata(c, spec.name));
+                 const RunOptions& options, const std::filesystem::path& path) {
+  checkpoint::write_safetensors(path, tensors, checkpoint::nanogpt_metadata(c, options.name));
 }
 
 }  // namespace
 
-void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
+void export_model(const model::Gpt& gpt, const RunOptions& options, comm::ProcessGroups& groups,
                   const std::filesystem::path& path, const float* values) {
   const model::ParameterSet& params = gpt.params();
   // Borrowed views only read it.
@@ -48,7 +48,7 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
       const model::Param& p = params.at(i);
       tensors.push_back({p.name, Tensor::borrow(flat + p.offset, p.shape)});
     }
-    write_model(tensors, gpt.config(), spec, path);
+    write_model(tensors, gpt.config(), options, path);
     return;
   }
   comm::Communicator& world = *groups.world;
@@ -67,7 +67,7 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
       const int rank = comm::rank_of(layout, {0, tp_rank, pp_rank});
       int64_t total = 0;
       const std::vector<model::Param> list =
-          shard_layout(gpt.config(), spec, layout, tp_rank, pp_rank, gpt.backend(), &total);
+          shard_layout(gpt.config(), options, layout, tp_rank, pp_rank, gpt.backend(), &total);
       const float* shard_values = flat;
       if (rank != 0) {
         buffer.resize(static_cast<size_t>(total));
@@ -96,7 +96,7 @@ void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::Proc
   for (auto& [name, shape] : order) {
     tensors.push_back({name, Tensor::borrow(full[name].data(), shape)});
   }
-  write_model(tensors, gpt.config(), spec, path);
+  write_model(tensors, gpt.config(), options, path);
 }
 
 }  // namespace trainctl::train

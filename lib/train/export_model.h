@@ -2,8 +2,8 @@
 #include <filesystem>
 
 #include "comm/process_groups.h"
-#include "config/job_spec.h"
 #include "model/gpt.h"
+#include "train/run_options.h"
 
 namespace trainctl::train {
 
@@ -14,7 +14,7 @@ namespace trainctl::train {
 // and safetensors cannot store two names for one tensor.
 // `values`: the flat parameters when the model does not hold them whole (ZeRO-3 gathers
 // them, Zero3Params::gather_flat); null: gpt.params().data().
-void export_model(const model::Gpt& gpt, const config::JobSpec& spec, comm::ProcessGroups& groups,
+void export_model(const model::Gpt& gpt, const RunOptions& options, comm::ProcessGroups& groups,
                   const std::filesystem::path& path, const float* values = nullptr);
 
 }  // namespace trainctl::train

@@ -14,7 +14,6 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/gpt.h"
-#include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "train/spec_options.h"
 #include "util/error.h"
@@ -64,11 +63,12 @@ std::vector<checkpoint::NamedTensor> views(const model::ParameterSet& p, bool gr
 void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_dir,
                   const std::optional<std::filesystem::path>& from) {
   prepare_output_dir(out_dir);
-  const int T = spec.model.seq_len, mb = spec.training.micro_batch_size;
-  auto backend = ops::make_cpu_backend(backend_options(spec));
-  const model::ModelConfig cfg = gpt_config(spec);
+  const RunOptions options = run_options(spec);
+  const int T = options.model.seq_len, mb = options.model.micro_batch_size;
+  auto backend = ops::make_cpu_backend(options.backend);
+  const model::ModelConfig& cfg = options.model.config;
   model::Gpt gpt(cfg, *backend, mb, T);
-  gpt.init_weights(spec.seed);
+  gpt.init_weights(options.seed);
   if (from) {
     checkpoint::CheckpointReader reader(checkpoint::resolve_checkpoint(*from));
     model::ParameterSet& params = gpt.params();
@@ -78,7 +78,7 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
   }
   checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));
 
-  auto dataset = data::make_dataset(dataset_options(spec));
+  auto dataset = data::make_dataset(options.data);
   const data::BatchLayout layout{mb, T, 1, 1, 0};
   data::StepBatch batch;
   data::fill_step_batch(*dataset, layout, 0, batch);
@@ -97,12 +97,10 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
   checkpoint::write_safetensors(out_dir / "grads.safetensors", views(gpt.params(), true));
 
   const double norm = optim::grad_norm(gpt.params(), *backend);
-  optim::clip_grad_norm(gpt.params(), *backend, norm, spec.training.grad_clip);
-  const optim::LrSchedule schedule{spec.optimizer.lr, spec.optimizer.min_lr,
-                                   spec.optimizer.warmup_steps, spec.training.steps,
-                                   spec.optimizer.decay};
-  auto optimizer = optim::make_optimizer(optimizer_options(spec), gpt.params(), *backend);
-  const double lr = schedule.at(0);
+  const OptimizerSetup& o = options.optimizer;
+  optim::clip_grad_norm(gpt.params(), *backend, norm, o.grad_clip);
+  auto optimizer = optim::make_optimizer(o.update, gpt.params(), *backend);
+  const double lr = o.lr.at(0);
   optimizer->step(lr);
   checkpoint::write_safetensors(out_dir / "updated.safetensors", views(gpt.params(), false));
 
@@ -114,11 +112,10 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
                 {"n_layer", cfg.n_layer},
                 {"n_head", cfg.n_head},
                 {"n_embd", cfg.d_model}};
-  j["optimizer"] = {
-      {"type", spec.optimizer.type},         {"lr", lr},
-      {"beta1", spec.optimizer.beta1},       {"beta2", spec.optimizer.beta2},
-      {"eps", spec.optimizer.eps},           {"weight_decay", spec.optimizer.weight_decay},
-      {"grad_clip", spec.training.grad_clip}};
+  j["optimizer"] = {{"type", o.update.type},   {"lr", lr},
+                    {"beta1", o.update.beta1}, {"beta2", o.update.beta2},
+                    {"eps", o.update.eps},     {"weight_decay", o.update.weight_decay},
+                    {"grad_clip", o.grad_clip}};
   std::ofstream(out_dir / "step.json") << j.dump(2) << '\n';
 }
 

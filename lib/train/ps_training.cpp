@@ -21,7 +21,6 @@
 #include "train/export_model.h"
 #include "train/metrics.h"
 #include "train/run_reporting.h"
-#include "train/spec_options.h"
 
 namespace trainctl::train {
 
@@ -87,11 +86,11 @@ void take_server_state(Engine& e, ps::PsClient& client, ReportWindow& window) {
   window.add(applied);
 }
 
-ps::ClientOptions client_options(const config::JobSpec& spec, const TrainContext& ctx) {
+ps::ClientOptions client_options(const RunOptions& options, const TrainContext& ctx) {
   ps::ClientOptions o;
   o.token = ctx.job_token;
-  o.connect_timeout = comm_timeout(spec);
-  o.timeout = comm_timeout(spec);
+  o.connect_timeout = options.comm_timeout;
+  o.timeout = options.comm_timeout;
   return o;
 }
 
@@ -112,12 +111,12 @@ bool crossed(int64_t before, int64_t now, int64_t every) {
 
 class PsWorker {
  public:
-  PsWorker(const config::JobSpec& spec, comm::ProcessGroups& groups, const TrainContext& ctx)
-      : spec_(spec),
+  PsWorker(const RunOptions& options, comm::ProcessGroups& groups, const TrainContext& ctx)
+      : options_(options),
         groups_(groups),
         ctx_(ctx),
-        e_(spec, groups, device::make_backend(spec.device, backend_options(spec), ctx.local_rank)),
-        reporter_(make_reporter(spec, groups, ctx)) {
+        e_(options, groups, device::make_backend(options.device, options.backend, ctx.local_rank)),
+        reporter_(make_reporter(options.observability, groups, ctx)) {
     e_.slowdown = ctx.slowdown;
   }
 
@@ -128,7 +127,7 @@ class PsWorker {
   void log_line(int64_t step, double grad_norm, std::optional<double> val_loss);
   void finish(int64_t my_step, double grad_norm, TrainResult& result);
 
-  const config::JobSpec& spec_;
+  const RunOptions& options_;
   comm::ProcessGroups& groups_;
   const TrainContext& ctx_;
   Engine e_;
@@ -147,10 +146,11 @@ TrainResult PsWorker::run() {
   model::ParameterSet& params = e_.gpt.params();
   client_ = std::make_unique<ps::PsClient>(
       ctx_.ps_server_addresses(), groups_.rank,
-      ps::plan_shards(params.list(), spec_.parallel.ps_servers), client_options(spec_, ctx_));
+      ps::plan_shards(params.list(), options_.parallel.ps_servers),
+      client_options(options_, ctx_));
   ckpt_ = std::make_unique<Checkpointer>(e_, ctx_.run_dir, say_to(reporter_),
                                          ctx_.crash_in_checkpoint_step);
-  const int64_t steps = spec_.training.steps, start = ckpt_->restore(ctx_.resume);
+  const int64_t steps = options_.training.steps, start = ckpt_->restore(ctx_.resume);
   report_metrics_repairs(reporter_, start);
   // Worker 0 seeds the servers: the initial model, or the checkpoint it just loaded.
   if (groups_.rank == 0) {
@@ -163,9 +163,10 @@ TrainResult PsWorker::run() {
     groups_.world->barrier();
     return TrainResult{.steps = start};
   }
-  const auto tensorboard = start_tensorboard(spec_, groups_, ctx_, reporter_, start);
+  const auto tensorboard =
+      start_tensorboard(options_.observability, groups_, ctx_, reporter_, start);
   // The budget is global: a fast worker may take more than its share of the steps left.
-  const int64_t dp = spec_.parallel.dp;
+  const int64_t dp = options_.parallel.layout.dp;
   data::Prefetcher prefetch(*e_.dataset, e_.layout, start, start + (steps - start) * dp);
   // Each worker's pushed gradient is its own batch's mean: dp times its share of the
   // global step's sum (the servers average the gradients of an update).
@@ -180,7 +181,7 @@ TrainResult PsWorker::run() {
     const Engine::Gradients g = e_.compute_gradients(local, prefetch.next(), dloss);
     grad_norm = e_.data_parallel.grad_norm();
     check_numerics(local, g.loss_count > 0 ? g.loss_sum / g.loss_count : 0.0, grad_norm);
-    e_.data_parallel.clip_grad_norm(grad_norm, spec_.training.grad_clip);
+    e_.data_parallel.clip_grad_norm(grad_norm, options_.optimizer.grad_clip);
     ps::PushInfo info;
     info.local_step = local;
     info.loss_sum = g.loss_sum;
@@ -197,10 +198,11 @@ TrainResult PsWorker::run() {
       result.stopped = r.stop && !r.done;
       break;
     }
-    const bool logged = crossed(before, global, spec_.logging.every_steps) || before == start;
+    const bool logged =
+        crossed(before, global, options_.observability.log_every_steps) || before == start;
     if (groups_.rank == 0) {
       std::optional<double> val;
-      if (crossed(before, global, spec_.training.eval_every)) {
+      if (crossed(before, global, options_.training.eval_every)) {
         val = e_.evaluate(/*alone=*/true);
         result.final_val_loss = *val;
       }
@@ -241,7 +243,7 @@ void PsWorker::log_line(int64_t step, double grad_norm, std::optional<double> va
   const double seconds = std::chrono::duration<double>(Clock::now() - window_.start).count();
   StepMetrics m;
   m.step = step;
-  m.total_steps = spec_.training.steps;
+  m.total_steps = options_.training.steps;
   m.loss = window_.loss_count > 0 ? window_.loss_sum / window_.loss_count : 0.0;
   m.lr = e_.schedule.at(std::max<int64_t>(step - 1, 0));
   m.grad_norm = grad_norm;
@@ -278,7 +280,7 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
   ckpt_->save_final(step);
   std::optional<double> val;
   if (groups_.rank == 0) {
-    if (spec_.training.eval_every > 0) {
+    if (options_.training.eval_every > 0) {
       val = e_.evaluate(/*alone=*/true);
       result.final_val_loss = *val;
     }
@@ -287,14 +289,14 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
   const double total_s = timer_.elapsed_s();
   result.tokens_per_s = static_cast<double>(step * e_.tokens_per_step()) / total_s;
   const auto model_path = ctx_.run_dir / "model.safetensors";
-  export_model(e_.gpt, spec_, groups_, model_path, nullptr);
+  export_model(e_.gpt, options_, groups_, model_path, nullptr);
   if (groups_.rank == 0) {
     std::string line =
         fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
                     result.stopped ? "stopped" : "done", step, total_s, result.final_loss);
     if (result.final_val_loss >= 0) line += fmt::format(" | val {:.4f}", result.final_val_loss);
     line += fmt::format(" | {:.0f} tokens/s with {} parameter server(s) | model: {}",
-                        result.tokens_per_s, spec_.parallel.ps_servers, model_path.string());
+                        result.tokens_per_s, options_.parallel.ps_servers, model_path.string());
     reporter_.message(line);
     spdlog::info("{}", line);
   }
@@ -303,9 +305,9 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
 
 }  // namespace
 
-TrainResult run_ps_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
+TrainResult run_ps_training(const RunOptions& options, comm::ProcessGroups& groups,
                             const TrainContext& ctx) {
-  PsWorker worker(spec, groups, ctx);
+  PsWorker worker(options, groups, ctx);
   return worker.run();
 }
 

@@ -16,12 +16,12 @@
 // Worker 0 logs metrics.jsonl at the global steps it sees: the loss of every gradient the
 // servers applied since its previous line, and their staleness (metrics.h, ps_*).
 #include "comm/process_groups.h"
-#include "config/job_spec.h"
+#include "train/run_options.h"
 #include "train/trainer.h"
 
 namespace trainctl::train {
 
-TrainResult run_ps_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
+TrainResult run_ps_training(const RunOptions& options, comm::ProcessGroups& groups,
                             const TrainContext& ctx);
 
 }  // namespace trainctl::train

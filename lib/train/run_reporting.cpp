@@ -5,7 +5,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "config/load.h"
 #include "observe/metric_scalars.h"
 
 namespace trainctl::train {
@@ -28,10 +27,10 @@ void announce(const Engine& e, MetricsReporter& reporter) {
       "batch: {} sequences x {} tokens per step (micro-batch {}, accumulation {}, dp {}); "
       "{} compute thread(s)",
       e.layout.global_batch(), e.layout.seq_len, e.layout.micro_batch, e.layout.grad_accum,
-      e.layout.dp, e.spec.training.threads);
+      e.layout.dp, e.options.backend.threads);
   std::string line = fmt::format(
       "training {}: {} steps, {} tokens/step, {:.2f} M parameters, unigram entropy {:.3f} nats",
-      e.spec.name, e.spec.training.steps, e.tokens_per_step(), cfg.num_params() / 1e6,
+      e.options.name, e.options.training.steps, e.tokens_per_step(), cfg.num_params() / 1e6,
       e.dataset->unigram_entropy());
   if (!std::isnan(e.dataset->best_loss())) {
     line += fmt::format(", best achievable loss {:.4f}", e.dataset->best_loss());
@@ -40,27 +39,27 @@ void announce(const Engine& e, MetricsReporter& reporter) {
 }
 
 // Only rank 0's reporter has a console.
-MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGroups& groups,
-                              const TrainContext& ctx) {
+MetricsReporter make_reporter(const ObservabilityOptions& options,
+                              const comm::ProcessGroups& groups, const TrainContext& ctx) {
   const bool reporting = groups.rank == 0;
   return MetricsReporter(reporting ? ctx.run_dir / "metrics.jsonl" : "",
-                         reporting ? ctx.console_fd : -1, spec.logging.every_steps);
+                         reporting ? ctx.console_fd : -1, options.log_every_steps);
 }
 
 // logging.tensorboard on global rank 0: a new event file for this launch, starting at the
 // first step it logs (`start` + 1), with the resolved spec as text and every metrics.jsonl
 // line as scalars. A TensorBoard file that cannot be written costs a warning, not the run.
-std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const config::JobSpec& spec,
+std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const ObservabilityOptions& options,
                                                               const comm::ProcessGroups& groups,
                                                               const TrainContext& ctx,
                                                               MetricsReporter& reporter,
                                                               int64_t start) {
-  if (groups.rank != 0 || !spec.logging.tensorboard) return nullptr;
+  if (groups.rank != 0 || !options.tensorboard) return nullptr;
   std::shared_ptr<observe::TensorBoardWriter> tb;
   try {
     tb = std::make_shared<observe::TensorBoardWriter>(ctx.run_dir / "tb", start + 1);
     // Indented four spaces: a code block in the text plugin's markdown.
-    std::string yaml = "    " + config::to_yaml(spec);
+    std::string yaml = "    " + options.resolved_yaml;
     for (size_t i = yaml.find('\n'); i != std::string::npos && i + 1 < yaml.size();
          i = yaml.find('\n', i + 1)) {
       yaml.insert(i + 1, "    ");

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "comm/process_groups.h"
-#include "config/job_spec.h"
 #include "observe/tensorboard_writer.h"
 #include "train/engine.h"
 #include "train/metrics.h"
+#include "train/run_options.h"
 #include "train/trainer.h"
 
 namespace trainctl::train {
@@ -20,13 +20,13 @@ namespace trainctl::train {
 void announce(const Engine& e, MetricsReporter& reporter);
 
 // Only rank 0's reporter has a console and writes metrics.jsonl.
-MetricsReporter make_reporter(const config::JobSpec& spec, const comm::ProcessGroups& groups,
-                              const TrainContext& ctx);
+MetricsReporter make_reporter(const ObservabilityOptions& options,
+                              const comm::ProcessGroups& groups, const TrainContext& ctx);
 
 // logging.tensorboard on global rank 0: a new event file for this launch, starting at the
 // first step it logs (`start` + 1), with the resolved spec as text and every metrics.jsonl
 // line as scalars. Null elsewhere, or when it cannot be written (a warning, not a failure).
-std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const config::JobSpec& spec,
+std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const ObservabilityOptions& options,
                                                               const comm::ProcessGroups& groups,
                                                               const TrainContext& ctx,
                                                               MetricsReporter& reporter,

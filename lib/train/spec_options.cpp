@@ -1,6 +1,7 @@
 #include "train/spec_options.h"
 
-#include "parallel/pipeline_executor.h"
+#include "config/load.h"
+#include "parallel/grad_comm.h"
 
 namespace trainctl::train {
 
@@ -13,7 +14,75 @@ constexpr std::chrono::milliseconds kWatchdogPeriod{1000};
 constexpr std::chrono::milliseconds kWatchdogGather{2000};
 constexpr std::chrono::milliseconds kGlooTimeoutMargin{5000};
 
+// parallel.*, with the DP gradient reduction's options (PowerSGD's seed is the job's).
+ParallelOptions parallel_options(const config::JobSpec& spec) {
+  const config::ParallelSpec& s = spec.parallel;
+  ParallelOptions p;
+  p.layout = s;
+  p.schedule = parallel::parse_schedule_kind(s.schedule);
+  p.virtual_stages = s.virtual_stages;
+  p.zero = s.zero;
+  p.grad_accum = spec.grad_accum();
+  p.grad_sync.buckets.bucket_bytes = static_cast<size_t>(s.bucket_mb * (1 << 20));
+  p.grad_sync.dtype = parallel::parse_grad_comm_dtype(s.grad_comm);
+  if (s.grad_compression == "powersgd") {
+    p.grad_sync.powersgd = parallel::PowerSgdOptions{.rank = s.powersgd_rank,
+                                                     .seed = spec.seed,
+                                                     .only_when_smaller = true,
+                                                     .warmup_steps = s.powersgd_warmup_steps};
+  }
+  p.periodic.mode = parallel::parse_dp_sync_mode(s.dp_sync);
+  p.periodic.sync_every = s.sync_every;
+  p.periodic.outer_lr = s.outer_lr;
+  p.periodic.outer_momentum = s.outer_momentum;
+  p.parameter_server = s.mode == "parameter_server";
+  p.ps_servers = s.ps_servers;
+  return p;
+}
+
+OptimizerSetup optimizer_setup(const config::JobSpec& spec) {
+  OptimizerSetup o;
+  o.update = optimizer_options(spec);
+  o.lr = lr_schedule(spec);
+  o.grad_clip = spec.training.grad_clip;
+  if (spec.precision.compute == DType::fp16) o.loss_scaling = loss_scaler_options(spec);
+  return o;
+}
+
+ObservabilityOptions observability_options(const config::JobSpec& spec) {
+  ObservabilityOptions o;
+  o.log_every_steps = spec.logging.every_steps;
+  o.tensorboard = spec.logging.tensorboard;
+  o.profile_first = spec.logging.profile_first;
+  o.profile_last = spec.logging.profile_last;
+  o.resolved_yaml = config::to_yaml(spec);
+  return o;
+}
+
 }  // namespace
+
+RunOptions run_options(const config::JobSpec& spec) {
+  RunOptions o;
+  o.name = spec.name;
+  o.seed = spec.seed;
+  o.device = spec.device;
+  o.backend = backend_options(spec);
+  o.model.config = gpt_config(spec);
+  o.model.micro_batch_size = spec.training.micro_batch_size;
+  o.model.seq_len = spec.model.seq_len;
+  o.model.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  o.data = dataset_options(spec);
+  o.parallel = parallel_options(spec);
+  o.optimizer = optimizer_setup(spec);
+  o.training.steps = spec.training.steps;
+  o.training.eval_every = spec.training.eval_every;
+  o.training.eval_batches = spec.training.eval_batches;
+  const config::CheckpointSpec& c = spec.checkpoint;
+  o.checkpoint = {c.every_steps, c.every_minutes, c.keep_last, c.async, c.export_hf};
+  o.observability = observability_options(spec);
+  o.comm_timeout = comm_timeout(spec);
+  return o;
+}
 
 model::ModelConfig gpt_config(const config::JobSpec& spec) {
   model::ModelConfig c;
@@ -44,11 +113,6 @@ data::DatasetOptions dataset_options(const config::JobSpec& spec) {
   return d;
 }
 
-data::BatchLayout batch_layout(const config::JobSpec& spec, const comm::ProcessGroups& groups) {
-  return {spec.training.micro_batch_size, spec.model.seq_len, spec.grad_accum(), spec.parallel.dp,
-          groups.coord.dp};
-}
-
 optim::OptimizerOptions optimizer_options(const config::JobSpec& spec) {
   optim::OptimizerOptions o;
   o.type = spec.optimizer.type;
@@ -75,55 +139,6 @@ optim::LossScalerOptions loss_scaler_options(const config::JobSpec& spec) {
   optim::LossScalerOptions o;
   o.initial_scale = spec.precision.loss_scale;
   o.growth_interval = spec.precision.loss_scale_growth_steps;
-  return o;
-}
-
-std::vector<parallel::Instruction> stage_program(const config::JobSpec& spec,
-                                                 const comm::ProcessGroups& groups) {
-  if (spec.parallel.pp == 1) return {};
-  return parallel::make_schedule(parallel::parse_schedule_kind(spec.parallel.schedule),
-                                 groups.coord.pp, spec.parallel.pp, spec.grad_accum(),
-                                 spec.parallel.virtual_stages);
-}
-
-model::GptOptions model_options(const config::JobSpec& spec, comm::ProcessGroups& groups,
-                                const std::vector<parallel::Instruction>& program) {
-  model::GptOptions o;
-  o.shard = model::GptShardSpec::of(gpt_config(spec), spec.model.seq_len, spec.parallel.pp,
-                                    groups.coord.pp, spec.parallel.virtual_stages, spec.parallel.tp,
-                                    groups.coord.tp);
-  o.tp = groups.tp.get();
-  o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
-  o.recompute = model::parse_recompute(spec.training.activation_checkpointing);
-  // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
-  // dp > 1 only).
-  o.unbound_params = spec.parallel.zero == 3 && groups.dp->size() > 1;
-  return o;
-}
-
-parallel::DataParallelOptions data_parallel_options(const config::JobSpec& spec,
-                                                    comm::ProcessGroups& groups,
-                                                    const model::Gpt& gpt) {
-  parallel::DataParallelOptions o;
-  o.zero_stage = groups.dp->size() > 1 ? spec.parallel.zero : 0;
-  o.sync.buckets.bucket_bytes = static_cast<size_t>(spec.parallel.bucket_mb * (1 << 20));
-  o.sync.dtype = parallel::parse_grad_comm_dtype(spec.parallel.grad_comm);
-  if (groups.layout.tp * groups.layout.pp > 1) {
-    o.norm.group = groups.world.get();
-    o.norm.counted = parallel::norm_counted_ranges(gpt.params());
-    o.norm.dp_stride = groups.layout.tp;
-  }
-  if (spec.parallel.grad_compression == "powersgd") {
-    o.sync.powersgd =
-        parallel::PowerSgdOptions{.rank = spec.parallel.powersgd_rank,
-                                  .seed = spec.seed,
-                                  .only_when_smaller = true,
-                                  .warmup_steps = spec.parallel.powersgd_warmup_steps};
-  }
-  o.periodic.mode = parallel::parse_dp_sync_mode(spec.parallel.dp_sync);
-  o.periodic.sync_every = spec.parallel.sync_every;
-  o.periodic.outer_lr = spec.parallel.outer_lr;
-  o.periodic.outer_momentum = spec.parallel.outer_momentum;
   return o;
 }
 

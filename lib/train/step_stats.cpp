@@ -83,7 +83,7 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTi
   const StepSample mean = timer.window().mean();
   StepMetrics m;
   m.step = step;
-  m.total_steps = e.spec.training.steps;
+  m.total_steps = e.options.training.steps;
   m.loss = out.loss;
   m.lr = out.lr;
   m.grad_norm = out.grad_norm;

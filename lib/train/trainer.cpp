@@ -9,11 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/progress.h"
-#include "config/load.h"
 #include "data/prefetcher.h"
 #include "device/make_backend.h"
-#include "observe/metric_scalars.h"
-#include "observe/tensorboard_writer.h"
 #include "observe/trace_recorder.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
@@ -30,12 +27,6 @@ namespace trainctl::train {
 
 namespace {
 
-std::unique_ptr<ops::Backend> make_engine_backend(const config::JobSpec& spec, int local_rank) {
-  return device::make_backend(spec.device, backend_options(spec), local_rank);
-}
-
-// After the last step (and its checkpoint): the model exported, the summary line, and all
-// ranks leaving together.
 // What the run leaves to look at, for the summary (rank 0).
 struct LookHere {
   bool tensorboard = false;
@@ -43,10 +34,11 @@ struct LookHere {
 };
 
 // logging.profile_steps: the timeline recorder, handed to everything the engine runs.
-std::unique_ptr<observe::TraceRecorder> start_profiling(const config::JobSpec& spec, Engine& e) {
-  if (!spec.logging.profiling()) return nullptr;
-  auto recorder = std::make_unique<observe::TraceRecorder>(spec.logging.profile_first,
-                                                           spec.logging.profile_last);
+std::unique_ptr<observe::TraceRecorder> start_profiling(const ObservabilityOptions& options,
+                                                        Engine& e) {
+  if (!options.profiling()) return nullptr;
+  auto recorder =
+      std::make_unique<observe::TraceRecorder>(options.profile_first, options.profile_last);
   e.set_trace(recorder.get());
   return recorder;
 }
@@ -57,6 +49,8 @@ data::StepBatch next_batch(data::Prefetcher& prefetch, observe::TraceRecorder* t
   return prefetch.next();
 }
 
+// After the last step (and its checkpoint): the model exported, the summary line, and all
+// ranks leaving together.
 void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
                 const LookHere& look, TrainResult& result) {
   result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
@@ -64,7 +58,8 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
   // ZeRO-3 holds shards: gather the whole parameters (collective over DP) to export them.
   std::vector<float> gathered;
   if (parallel::Zero3Params* zero3 = e.data_parallel.zero3()) gathered = zero3->gather_flat();
-  export_model(e.gpt, e.spec, e.groups, model_path, gathered.empty() ? nullptr : gathered.data());
+  export_model(e.gpt, e.options, e.groups, model_path,
+               gathered.empty() ? nullptr : gathered.data());
   if (e.groups.rank == 0) {
     std::string line =
         fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
@@ -95,15 +90,21 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
 TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
                          const TrainContext& ctx) {
   check_trainable(spec);
-  if (spec.parallel.mode == "parameter_server") return run_ps_training(spec, groups, ctx);
-  Engine e(spec, groups, make_engine_backend(spec, ctx.local_rank));
+  // Options, once: below this line nothing reads the spec.
+  const RunOptions options = run_options(spec);
+  if (options.parallel.parameter_server) return run_ps_training(options, groups, ctx);
+  // The backend, then the engine: this rank's model shard on it, the data, DP, the pipeline.
+  std::unique_ptr<ops::Backend> backend =
+      device::make_backend(options.device, options.backend, ctx.local_rank);
+  Engine e(options, groups, std::move(backend));
   e.slowdown = ctx.slowdown;
-  // Before the checkpointer: its background writer records into it, so it must outlive it.
-  const auto recorder = start_profiling(spec, e);
-  MetricsReporter reporter = make_reporter(spec, groups, ctx);
+  // What watches and saves the run. The profiler comes before the checkpointer: its
+  // background writer records into it, so it must outlive it.
+  const auto recorder = start_profiling(options.observability, e);
+  MetricsReporter reporter = make_reporter(options.observability, groups, ctx);
   announce(e, reporter);
   Checkpointer ckpt(e, ctx.run_dir, say_to(reporter), ctx.crash_in_checkpoint_step);
-  const int64_t steps = spec.training.steps, start = ckpt.restore(ctx.resume);
+  const int64_t steps = options.training.steps, start = ckpt.restore(ctx.resume);
   report_metrics_repairs(reporter, start);
   if (start >= steps) {
     // No step, so no summary either (its time and throughput would be of nothing); the
@@ -112,7 +113,8 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     groups.world->barrier();
     return TrainResult{.steps = start};
   }
-  const auto tensorboard = start_tensorboard(spec, groups, ctx, reporter, start);
+  const auto tensorboard = start_tensorboard(options.observability, groups, ctx, reporter, start);
+  // The loop: batch, step, metrics, evaluation and checkpoint when due.
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
   StepTimer timer;
@@ -130,7 +132,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     const bool last = step + 1 == steps || out.stop;
     const bool logged = reporter.should_log(step + 1, last, out.skipped);
     StepMetrics m = measure_step(e, out, step + 1, timer, logged);
-    if (eval_due(spec.training, step + 1, last)) {
+    if (eval_due(options.training, step + 1, last)) {
       m.val_loss = e.evaluate();
       result.final_val_loss = *m.val_loss;
     }

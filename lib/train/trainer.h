@@ -45,8 +45,10 @@ struct TrainResult {
 // yet, before any worker is spawned, naming the key and what to use instead.
 void check_trainable(const config::JobSpec& spec);
 
-// Runs the whole training job on this worker. Throws on failure (NumericsError for a
-// NaN/Inf loss, CommError when a peer dies, ...).
+// Runs the whole training job on this worker: the run's options built once from `spec`
+// (train/run_options.h), then the backend, the engine, the reporter and checkpointer, and
+// the loop; nothing below reads the spec. Throws on failure (NumericsError for a NaN/Inf
+// loss, CommError when a peer dies, ...).
 TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& groups,
                          const TrainContext& ctx);
 

@@ -7,11 +7,11 @@
 #include "train/cadence.h"
 #include "train/metrics.h"
 
-using trainctl::config::CheckpointSpec;
-using trainctl::config::TrainingSpec;
 using trainctl::train::CheckpointCadence;
+using trainctl::train::CheckpointOptions;
 using trainctl::train::eval_due;
 using trainctl::train::MetricsReporter;
+using trainctl::train::TrainingOptions;
 using Clock = CheckpointCadence::Clock;
 using std::chrono::seconds;
 
@@ -34,7 +34,7 @@ std::vector<int64_t> periodic_saves(CheckpointCadence& c, int64_t start, int64_t
 }  // namespace
 
 TEST_CASE("checkpoint cadence: every_steps saves on multiples, never on the last step", "[train]") {
-  CheckpointSpec policy;
+  CheckpointOptions policy;
   policy.every_steps = 3;
   CheckpointCadence c(policy, true);
   CHECK(periodic_saves(c, 0, 10) == std::vector<int64_t>{3, 6, 9});
@@ -46,7 +46,7 @@ TEST_CASE("checkpoint cadence: every_steps saves on multiples, never on the last
 }
 
 TEST_CASE("checkpoint cadence: every_steps 0 saves only at the end", "[train]") {
-  CheckpointCadence c(CheckpointSpec{}, true);
+  CheckpointCadence c(CheckpointOptions{}, true);
   CHECK(periodic_saves(c, 0, 7).empty());
   CHECK(c.final_due(7));
   // ... unless some rank asked by time.
@@ -56,7 +56,7 @@ TEST_CASE("checkpoint cadence: every_steps 0 saves only at the end", "[train]") 
 
 TEST_CASE("checkpoint cadence: a resumed run counts steps from 0, not from the restart",
           "[train]") {
-  CheckpointSpec policy;
+  CheckpointOptions policy;
   policy.every_steps = 4;
   CheckpointCadence c(policy, true);
   CHECK(periodic_saves(c, 6, 13) == std::vector<int64_t>{8, 12});
@@ -64,7 +64,7 @@ TEST_CASE("checkpoint cadence: a resumed run counts steps from 0, not from the r
 
 TEST_CASE("checkpoint cadence: the final save is skipped when that step is already saved",
           "[train]") {
-  CheckpointCadence c(CheckpointSpec{}, true);
+  CheckpointCadence c(CheckpointOptions{}, true);
   const Clock::time_point t0{};
   c.start(0, t0);
   CHECK(c.final_due(0));  // steps: 0 from scratch still leaves a checkpoint of step 0
@@ -76,7 +76,7 @@ TEST_CASE("checkpoint cadence: the final save is skipped when that step is alrea
 }
 
 TEST_CASE("checkpoint cadence: every_minutes counts from the start and from each save", "[train]") {
-  CheckpointSpec policy;
+  CheckpointOptions policy;
   policy.every_minutes = 2;
   const Clock::time_point t0{};
   CheckpointCadence c(policy, true, t0);
@@ -93,19 +93,19 @@ TEST_CASE("checkpoint cadence: every_minutes counts from the start and from each
 }
 
 TEST_CASE("checkpoint cadence: only the rank that keeps time asks by time", "[train]") {
-  CheckpointSpec policy;
+  CheckpointOptions policy;
   policy.every_minutes = 1;
   const Clock::time_point t0{};
   CheckpointCadence rank0(policy, true, t0), other(policy, false, t0);
   CHECK(rank0.time_due(t0 + seconds(3600)));
   CHECK_FALSE(other.time_due(t0 + seconds(3600)));
   // every_minutes 0: never.
-  CheckpointCadence off(CheckpointSpec{}, true, t0);
+  CheckpointCadence off(CheckpointOptions{}, true, t0);
   CHECK_FALSE(off.time_due(t0 + seconds(1000000)));
 }
 
 TEST_CASE("eval cadence: every eval_every steps and the last, never with 0", "[train]") {
-  TrainingSpec t;
+  TrainingOptions t;
   t.eval_every = 5;
   std::vector<int64_t> evals;
   for (int64_t step = 1; step <= 12; ++step) {
