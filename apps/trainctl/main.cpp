@@ -310,6 +310,10 @@ int run(int argc, char** argv) {
                    "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel; GPT models only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nanogpt", "hf"}));
+  bool ckpt_force = false;
+  ckpt_export->add_flag("--force", ckpt_force,
+                        "--format hf: write into an --out folder that already holds files "
+                        "(without it such a folder is refused)");
   ckpt_export->add_option("--tokenizer", ckpt_tokenizer,
                           "--format hf: the tokenizer files to include (tokenizer.json or "
                           "vocab.json); default: those of the run's `data prepare` directory");
@@ -323,10 +327,13 @@ int run(int argc, char** argv) {
       "(exit 2) and nothing is written.\n\n"
       "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names; the attn.c_attn,\n"
       "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]),\n"
-      "DIR/config.json (GPT2Config) and the tokenizer files, e.g.\n"
+      "DIR/config.json (GPT2Config) and the tokenizer files (tokenizer.json and\n"
+      "tokenizer_config.json, which AutoTokenizer loads), e.g.\n"
       "  trainctl ckpt export runs/gpt-bpe --format hf     # -> runs/gpt-bpe/hf/\n"
       "  python -c \"from transformers import AutoModelForCausalLM as M; "
-      "M.from_pretrained('runs/gpt-bpe/hf')\"");
+      "M.from_pretrained('runs/gpt-bpe/hf')\"\n"
+      "DIR may not be the run directory or inside it (but its hf/), and must be new or\n"
+      "empty unless --force (exit 2).");
   ckpt->footer(
       "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
       "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"
@@ -522,11 +529,11 @@ int run(int argc, char** argv) {
   if (ckpt_verify->parsed()) return trainctl::app::cmd_ckpt_verify(ckpt_path);
   if (ckpt_export->parsed()) {
     if (ckpt_format == "hf") {
-      return trainctl::app::cmd_ckpt_export_hf(ckpt_path, ckpt_out, ckpt_tokenizer);
+      return trainctl::app::cmd_ckpt_export_hf(ckpt_path, ckpt_out, ckpt_tokenizer, ckpt_force);
     }
     if (ckpt_out.empty()) throw trainctl::InputError("ckpt export: --out FILE is required");
-    if (!ckpt_tokenizer.empty()) {
-      throw trainctl::InputError("ckpt export: --tokenizer goes with --format hf only");
+    if (!ckpt_tokenizer.empty() || ckpt_force) {
+      throw trainctl::InputError("ckpt export: --tokenizer and --force go with --format hf only");
     }
     return trainctl::app::cmd_ckpt_export(ckpt_path, ckpt_out);
   }
