@@ -378,9 +378,10 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   sample_cmd->add_option("--top-k", sample_args.top_k, "Sample among the K most likely (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(trainctl::app::whole_number, "INT"));
   sample_cmd->add_option("--seed", sample_args.seed, "Random seed (same seed, same text)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(trainctl::app::whole_number, "INT"));
   sample_cmd->add_option("--tokenizer", sample_args.tokenizer,
                          "BPE tokenizer (default: the one `data prepare` copied next to the run's "
                          "data; none: byte-level)");
