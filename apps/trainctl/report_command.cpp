@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <utility>
 
 #include "report/html_report.h"
 #include "report/run_data.h"
@@ -103,13 +104,13 @@ int cmd_report(const ReportArgs& args) {
   report::ReportOptions options;
   options.x_tokens = args.x == "tokens";
   options.peak_tflops = args.peak_tflops;
-  const std::string html = report::render_report(runs, options);
+  std::vector<std::string> notes;
+  for (const auto& r : runs) notes.insert(notes.end(), r.notes.begin(), r.notes.end());
+  const size_t count = runs.size();
+  const std::string html = report::render_report(std::move(runs), options);
   write_atomically(args.out, html);
-  for (const auto& r : runs) {
-    for (const auto& note : r.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-  }
-  std::printf("report: %s (%zu run%s)\n", args.out.c_str(), runs.size(),
-              runs.size() == 1 ? "" : "s");
+  for (const auto& note : notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  std::printf("report: %s (%zu run%s)\n", args.out.c_str(), count, count == 1 ? "" : "s");
   if (!args.png.empty()) {
     report::screenshot_png(args.out, html, args.png);
     std::printf("picture: %s\n", args.png.c_str());

@@ -314,15 +314,14 @@ class Page {
 
 }  // namespace
 
-std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
+std::string render_report(std::vector<RunData> runs, const ReportOptions& options) {
   // Runs of one spec share its name: tell them apart by their directories.
-  std::vector<RunData> named = runs;
   std::multiset<std::string> names;
   for (const RunData& r : runs) names.insert(r.name);
-  for (RunData& r : named) {
+  for (RunData& r : runs) {
     if (names.count(r.name) > 1) r.name += " (" + r.dir.filename().string() + ")";
   }
-  return Page(named, options).render();
+  return Page(runs, options).render();
 }
 
 }  // namespace trainctl::report

@@ -22,10 +22,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Appends one line's numbers as the table's next row (its columns catch up with NaN where
 // earlier lines lacked their key; `finish` pads the rest).
-void append_row(MetricsTable& t, const nlohmann::json& j) {
+// `expected_rows`: room each new column reserves, so a long file's columns do not
+// reallocate (each doubling would hold old and new arrays at once).
+void append_row(MetricsTable& t, const nlohmann::json& j, size_t expected_rows) {
   const size_t row = t.steps.size();
   auto put = [&](const std::string& key, double v) {
     std::vector<double>& column = t.columns[key];
+    if (column.capacity() == 0) column.reserve(expected_rows);
     column.resize(row, kNaN);
     column.push_back(v);
   };
@@ -79,18 +82,25 @@ MetricsTable read_metrics(const fs::path& path, std::vector<std::string>& notes)
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot be read");
   MetricsTable table;
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(path, ec);
+  size_t expected_rows = 0;  // from the first line's length: the lines are alike
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     const bool complete = !in.eof();  // getline stops at the end of the file without '\n'
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (expected_rows == 0) {
+      expected_rows = ec ? 1 : static_cast<size_t>(bytes / (line.size() + 1) * 11 / 10 + 16);
+      table.steps.reserve(expected_rows);
+    }
     try {
       const auto j = nlohmann::json::parse(line);
       if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
         throw std::runtime_error("not a metrics object with an integer \"step\"");
       }
-      append_row(table, j);
+      append_row(table, j, expected_rows);
     } catch (const std::exception& e) {
       if (!complete) {  // the run is still writing this line
         notes.push_back(path.string() + ": skipped the unfinished last line " +
