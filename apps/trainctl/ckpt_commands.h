@@ -25,9 +25,13 @@ int cmd_ckpt_verify(const std::filesystem::path& ckpt);
 int cmd_ckpt_export(const std::filesystem::path& ckpt, const std::filesystem::path& out);
 
 // `--format hf`: a Hugging Face folder (checkpoint/export_hf.h) at `out` (empty: the run
-// directory's hf/), with `tokenizer`'s files, or (empty) those of the run's prepared data
-// when its config.resolved.yaml trains from a `data prepare` directory. GPT only.
+// directory's hf/), with `tokenizer`'s files (a JSON tokenizer always as tokenizer.json, as
+// AutoTokenizer expects), or (empty) those of the run's prepared data when its
+// config.resolved.yaml trains from a `data prepare` directory. Refuses (exit 2) an `out`
+// that is the checkpoint's run directory or inside it (but its hf/), and an `out` that
+// already holds files unless `force` (which then replaces them and removes the earlier
+// export's tokenizer files this one does not write).
 int cmd_ckpt_export_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out,
-                       const std::filesystem::path& tokenizer);
+                       const std::filesystem::path& tokenizer, bool force = false);
 
 }  // namespace trainctl::app

@@ -9,7 +9,7 @@ namespace {
 
 struct CkptOptions {
   std::string path, out, format = "nanogpt", tokenizer;
-  bool tensors = false, json = false;
+  bool tensors = false, json = false, force = false;
 };
 
 void add_checkpoint_argument(CLI::App* cmd, CkptOptions& o) {
@@ -20,10 +20,10 @@ void add_checkpoint_argument(CLI::App* cmd, CkptOptions& o) {
 }
 
 int run_export(const CkptOptions& o) {
-  if (o.format == "hf") return cmd_ckpt_export_hf(o.path, o.out, o.tokenizer);
+  if (o.format == "hf") return cmd_ckpt_export_hf(o.path, o.out, o.tokenizer, o.force);
   if (o.out.empty()) throw InputError("ckpt export: --out FILE is required");
-  if (!o.tokenizer.empty()) {
-    throw InputError("ckpt export: --tokenizer goes with --format hf only");
+  if (!o.tokenizer.empty() || o.force) {
+    throw InputError("ckpt export: --tokenizer and --force go with --format hf only");
   }
   return cmd_ckpt_export(o.path, o.out);
 }
@@ -43,6 +43,9 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
                   "for llama)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nanogpt", "hf"}));
+  cmd->add_flag("--force", o.force,
+                "--format hf: write into an --out folder that already holds files "
+                "(without it such a folder is refused)");
   cmd->add_option("--tokenizer", o.tokenizer,
                   "--format hf: the tokenizer files to include (tokenizer.json or "
                   "vocab.json); default: those of the run's `data prepare` directory");
@@ -57,10 +60,13 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
       "refused (exit 2) and nothing is written.\n\n"
       "--format hf writes DIR/model.safetensors (GPT2LMHeadModel names with the attn.c_attn,\n"
       "attn.c_proj, mlp.c_fc and mlp.c_proj weights transposed to Conv1D's [in, out]; or\n"
-      "LlamaForCausalLM names), DIR/config.json and the tokenizer files, e.g.\n"
+      "LlamaForCausalLM names), DIR/config.json and the tokenizer files (tokenizer.json and\n"
+      "tokenizer_config.json, which AutoTokenizer loads), e.g.\n"
       "  trainctl ckpt export runs/gpt-bpe --format hf     # -> runs/gpt-bpe/hf/\n"
       "  python -c \"from transformers import AutoModelForCausalLM as M; "
-      "M.from_pretrained('runs/gpt-bpe/hf')\"");
+      "M.from_pretrained('runs/gpt-bpe/hf')\"\n"
+      "DIR may not be the run directory or inside it (but its hf/), and must be new or\n"
+      "empty unless --force (exit 2).");
   return cmd;
 }
 

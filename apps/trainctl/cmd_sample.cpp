@@ -20,8 +20,10 @@ void add_sample_command(CLI::App& app, Dispatches& out) {
       ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", o->top_k, "Sample among the K most likely (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", o->seed, "Random seed (same seed, same text)")->capture_default_str();
+      ->check(CLI::Validator(whole_number, "INT"));
+  cmd->add_option("--seed", o->seed, "Random seed (same seed, same text)")
+      ->capture_default_str()
+      ->check(CLI::Validator(whole_number, "INT"));
   cmd->add_option("--tokenizer", o->tokenizer,
                   "BPE tokenizer (default: the one `data prepare` copied next to the run's "
                   "data; none: byte-level)");

@@ -1,5 +1,6 @@
 #include "sample_command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -71,7 +72,36 @@ std::vector<int32_t> encode_prompt(const std::string& prompt, const tokenizer::L
 
 }  // namespace
 
+void check_sample_args(const SampleArgs& a) {
+  auto refuse = [](const std::string& option, const std::string& value, const char* range) {
+    throw InputError(option + " " + value + ": give " + range);
+  };
+  if (!std::isfinite(a.temperature) || a.temperature < 0 || a.temperature > 100) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", a.temperature);
+    refuse("--temperature", text, "a number from 0 (greedy) to 100");
+  }
+  if (a.max_new_tokens < 0 || a.max_new_tokens > 1000000) {
+    refuse("--max-new-tokens", std::to_string(a.max_new_tokens),
+           "a whole number from 0 to 1000000");
+  }
+  if (a.top_k < 0) {
+    refuse("--top-k", std::to_string(a.top_k), "0 (every token) or a positive whole number");
+  }
+  if (a.threads < 1 || a.threads > 256) {
+    refuse("--threads", std::to_string(a.threads), "a whole number from 1 to 256");
+  }
+}
+
+std::string whole_number(std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+    return "'" + text + "' is not a whole number of 0 or more (digits only)";
+  }
+  return "";
+}
+
 int cmd_sample(const SampleArgs& args) {
+  check_sample_args(args);
   const fs::path dir = checkpoint::resolve_checkpoint(args.from);
   checkpoint::CheckpointReader reader(dir);
   require_gpt(reader);

@@ -130,8 +130,10 @@ void write_compatible_tokenizer_json(const fs::path& from, const fs::path& to) {
 void copy_tokenizer(const HfExportOptions& o, int max_len) {
   bool fast = false;
   for (const fs::path& f : o.tokenizer_files) {
-    if (f.filename() == "tokenizer.json") {
-      write_compatible_tokenizer_json(f, o.out_dir / f.filename());
+    // The files are tokenizer.json (under whatever name `data prepare` kept) or GPT-2's
+    // vocab.json + merges.txt; AutoTokenizer looks for "tokenizer.json".
+    if (f.filename() != "vocab.json" && f.filename() != "merges.txt") {
+      write_compatible_tokenizer_json(f, o.out_dir / "tokenizer.json");
       fast = true;
     } else {
       fs::copy_file(f, o.out_dir / f.filename(), fs::copy_options::overwrite_existing);

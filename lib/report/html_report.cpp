@@ -7,6 +7,7 @@
 #include <set>
 
 #include "comm/rank_coords.h"
+#include "report/downsample.h"
 #include "report/gantt.h"
 #include "report/svg_plot.h"
 
@@ -15,6 +16,8 @@ namespace trainctl::report {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double no_value(const RunData&, size_t) { return kNaN; }
 
 constexpr const char* kStyle = R"(
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff}
@@ -34,16 +37,9 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-double value_or_nan(const MetricsRow& row, const std::string& key) {
-  const auto it = row.values.find(key);
-  return it == row.values.end() ? kNaN : it->second;
-}
-
 bool any_run_has(const std::vector<RunData>& runs, const std::string& key) {
   for (const RunData& r : runs) {
-    for (const MetricsRow& row : r.rows) {
-      if (row.values.count(key)) return true;
-    }
+    if (r.metrics.has(key)) return true;
   }
   return false;
 }
@@ -52,13 +48,15 @@ class Page {
  public:
   Page(const std::vector<RunData>& runs, const ReportOptions& o) : runs_(runs), o_(o) {}
 
-  double x_of(const RunData& r, const MetricsRow& row) const {
-    if (!o_.x_tokens) return static_cast<double>(row.step);
-    return r.tokens_per_step > 0 ? static_cast<double>(row.step * r.tokens_per_step) : kNaN;
+  double x_of(const RunData& r, size_t row) const {
+    const int64_t step = r.metrics.steps[row];
+    if (!o_.x_tokens) return static_cast<double>(step);
+    return r.tokens_per_step > 0 ? static_cast<double>(step * r.tokens_per_step) : kNaN;
   }
   std::string x_label() const { return o_.x_tokens ? "tokens" : "step"; }
 
-  // One series per run of `key` (rows without it are skipped), `transform`ed.
+  // One run's curve of `value(run, row)` over the rows (non-finite values are skipped),
+  // thinned to what a chart can show (downsample_for_plot).
   template <typename F>
   Series series(size_t run, const std::string& name, bool dashed, size_t color, F value) const {
     Series s;
@@ -66,18 +64,22 @@ class Page {
     s.color = palette(color);
     s.dashed = dashed;
     const RunData& r = runs_[run];
-    for (const MetricsRow& row : r.rows) {
+    for (size_t row = 0; row < r.metrics.size(); ++row) {
       const double v = value(r, row);
       if (!std::isfinite(v)) continue;
       s.x.push_back(x_of(r, row));
       s.y.push_back(v);
     }
+    downsample_for_plot(s);
     return s;
   }
   Series key_series(size_t run, const std::string& key, const std::string& name, bool dashed,
                     size_t color) const {
+    const auto it = runs_[run].metrics.columns.find(key);
+    if (it == runs_[run].metrics.columns.end()) return series(run, name, dashed, color, no_value);
+    const std::vector<double>& column = it->second;
     return series(run, name, dashed, color,
-                  [&](const RunData&, const MetricsRow& row) { return value_or_nan(row, key); });
+                  [&](const RunData&, size_t row) { return column[row]; });
   }
   std::string run_label(size_t i, const std::string& what) const {
     return runs_.size() > 1 ? runs_[i].name + " " + what : what;
@@ -115,22 +117,22 @@ class Page {
     for (const RunData& r : runs_) {
       double best_val = kNaN;
       std::vector<double> tps;
-      for (const MetricsRow& row : r.rows) {
-        const double v = value_or_nan(row, "val_loss");
+      for (size_t row = 0; row < r.metrics.size(); ++row) {
+        const double v = r.metrics.value("val_loss", row);
         if (std::isfinite(v) && !(best_val <= v)) best_val = v;
-        const double s = value_or_nan(row, "tokens_per_s");
+        const double s = r.metrics.value("tokens_per_s", row);
         if (std::isfinite(s)) tps.push_back(s);
       }
       std::sort(tps.begin(), tps.end());
-      const MetricsRow& last = r.rows.back();
+      const size_t last = r.metrics.size() - 1;
       t += "<tr><td>" + xml_escape(r.name) + "</td><td>" + xml_escape(r.dir.string()) +
            "</td><td>" +
            (r.layout ? std::to_string(r.layout->dp) + "×" + std::to_string(r.layout->tp) + "×" +
                            std::to_string(r.layout->pp)
                      : "?") +
            "</td><td>" + xml_escape(r.device.empty() ? "?" : r.device) + "</td><td>" +
-           std::to_string(r.rows.size()) + "</td><td>" + std::to_string(last.step) + "</td><td>" +
-           fmt("%.4f", value_or_nan(last, "loss")) + "</td><td>" +
+           std::to_string(r.metrics.size()) + "</td><td>" + std::to_string(r.metrics.steps[last]) +
+           "</td><td>" + fmt("%.4f", r.metrics.value("loss", last)) + "</td><td>" +
            (std::isfinite(best_val) ? fmt("%.4f", best_val) : "–") + "</td><td>" +
            (tps.empty() ? "–" : short_number(tps[tps.size() / 2])) + "</td></tr>";
     }
@@ -151,16 +153,15 @@ class Page {
     for (size_t i = 0; i < runs_.size(); ++i) {
       tps.push_back(key_series(i, "tokens_per_s", run_label(i, "tokens/s"), false, i));
       if (runs_[i].flops_per_token <= 0) continue;
-      flops.push_back(series(i, run_label(i, "model TFLOP/s"), false, i,
-                             [](const RunData& r, const MetricsRow& row) {
-                               return value_or_nan(row, "tokens_per_s") * r.flops_per_token / 1e12;
-                             }));
+      flops.push_back(
+          series(i, run_label(i, "model TFLOP/s"), false, i, [](const RunData& r, size_t row) {
+            return r.metrics.value("tokens_per_s", row) * r.flops_per_token / 1e12;
+          }));
       if (o_.peak_tflops > 0 && runs_[i].layout) {
-        mfu.push_back(series(
-            i, run_label(i, "MFU %"), false, i, [&](const RunData& r, const MetricsRow& row) {
-              return 100.0 * value_or_nan(row, "tokens_per_s") * r.flops_per_token / 1e12 /
-                     (o_.peak_tflops * r.layout->world_size());
-            }));
+        mfu.push_back(series(i, run_label(i, "MFU %"), false, i, [&](const RunData& r, size_t row) {
+          return 100.0 * r.metrics.value("tokens_per_s", row) * r.flops_per_token / 1e12 /
+                 (o_.peak_tflops * r.layout->world_size());
+        }));
       }
     }
     std::string out = plot(tps, "Throughput", "tokens/s");
@@ -183,18 +184,18 @@ class Page {
     for (size_t i = 0; i < runs_.size(); ++i) {
       std::vector<Series> s;
       s.push_back(key_series(i, "step_ms", "step", false, 0));
-      s.push_back(series(i, "compute", false, 2, [](const RunData&, const MetricsRow& row) {
-        const double step = value_or_nan(row, "step_ms");
-        double exposed = value_or_nan(row, "exposed_comm_ms");
-        double bubble = value_or_nan(row, "pipeline_bubble") * step;
+      s.push_back(series(i, "compute", false, 2, [](const RunData& r, size_t row) {
+        const double step = r.metrics.value("step_ms", row);
+        double exposed = r.metrics.value("exposed_comm_ms", row);
+        double bubble = r.metrics.value("pipeline_bubble", row) * step;
         if (!std::isfinite(exposed)) exposed = 0;
         if (!std::isfinite(bubble)) bubble = 0;
         return step - exposed - bubble;
       }));
       s.push_back(key_series(i, "exposed_comm_ms", "exposed comm", false, 1));
       s.push_back(key_series(i, "comm_ms", "comm (all)", true, 1));
-      s.push_back(series(i, "pipeline bubble", false, 4, [](const RunData&, const MetricsRow& row) {
-        return value_or_nan(row, "pipeline_bubble") * value_or_nan(row, "step_ms");
+      s.push_back(series(i, "pipeline bubble", false, 4, [](const RunData& r, size_t row) {
+        return r.metrics.value("pipeline_bubble", row) * r.metrics.value("step_ms", row);
       }));
       s.push_back(key_series(i, "dp_wait_max_ms", "DP wait (max)", true, 3));
       s.push_back(key_series(i, "data_wait_ms", "data wait", false, 5));
@@ -211,10 +212,8 @@ class Page {
   std::string memory_and_scale() const {
     std::set<std::string> mem_keys;
     for (const RunData& r : runs_) {
-      for (const MetricsRow& row : r.rows) {
-        for (const auto& [k, v] : row.values) {
-          if (k.size() > 3 && k.compare(k.size() - 3, 3, "_mb") == 0) mem_keys.insert(k);
-        }
+      for (const auto& [k, column] : r.metrics.columns) {
+        if (k.size() > 3 && k.compare(k.size() - 3, 3, "_mb") == 0) mem_keys.insert(k);
       }
     }
     std::string out;
@@ -315,15 +314,14 @@ class Page {
 
 }  // namespace
 
-std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options) {
+std::string render_report(std::vector<RunData> runs, const ReportOptions& options) {
   // Runs of one spec share its name: tell them apart by their directories.
-  std::vector<RunData> named = runs;
   std::multiset<std::string> names;
   for (const RunData& r : runs) names.insert(r.name);
-  for (RunData& r : named) {
+  for (RunData& r : runs) {
     if (names.count(r.name) > 1) r.name += " (" + r.dir.filename().string() + ")";
   }
-  return Page(named, options).render();
+  return Page(runs, options).render();
 }
 
 }  // namespace trainctl::report

@@ -16,6 +16,7 @@ struct ReportOptions {
   double peak_tflops = 0.0;  // per worker; > 0 adds MFU (model FLOP/s / (world x peak))
 };
 
-std::string render_report(const std::vector<RunData>& runs, const ReportOptions& options);
+// Takes the runs by value (a long run's metrics are large: move them in, no copy is made).
+std::string render_report(std::vector<RunData> runs, const ReportOptions& options);
 
 }  // namespace trainctl::report

@@ -1,9 +1,12 @@
 #include "report/run_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <numeric>
 
 #include "config/load.h"
 #include "model/model_config.h"
@@ -15,48 +18,89 @@ namespace {
 
 namespace fs = std::filesystem;
 
-MetricsRow row_of(const nlohmann::json& j) {
-  MetricsRow row;
-  row.step = j.at("step").get<int64_t>();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Appends one line's numbers as the table's next row (its columns catch up with NaN where
+// earlier lines lacked their key; `finish` pads the rest).
+// `expected_rows`: room each new column reserves, so a long file's columns do not
+// reallocate (each doubling would hold old and new arrays at once).
+void append_row(MetricsTable& t, const nlohmann::json& j, size_t expected_rows) {
+  const size_t row = t.steps.size();
+  auto put = [&](const std::string& key, double v) {
+    std::vector<double>& column = t.columns[key];
+    if (column.capacity() == 0) column.reserve(expected_rows);
+    column.resize(row, kNaN);
+    column.push_back(v);
+  };
   for (const auto& [key, value] : j.items()) {
     if (key == "step") continue;
     if (value.is_number()) {
-      row.values[key] = value.get<double>();
+      put(key, value.get<double>());
     } else if (value.is_boolean()) {
-      row.values[key] = value.get<bool>() ? 1.0 : 0.0;
+      put(key, value.get<bool>() ? 1.0 : 0.0);
     } else if (value.is_array()) {
       for (size_t i = 0; i < value.size(); ++i) {
-        if (value[i].is_number())
-          row.values[key + "/" + std::to_string(i)] = value[i].get<double>();
+        if (value[i].is_number()) put(key + "/" + std::to_string(i), value[i].get<double>());
       }
     }
   }
-  return row;
+  t.steps.push_back(j["step"].get<int64_t>());
 }
 
-std::vector<MetricsRow> read_metrics(const fs::path& path, std::vector<std::string>& notes) {
+// Every column as long as the table; rows by ascending step, and of the lines of one step
+// (a resume logged it again) only the last.
+void finish(MetricsTable& t) {
+  for (auto& [key, column] : t.columns) column.resize(t.steps.size(), kNaN);
+  if (std::adjacent_find(t.steps.begin(), t.steps.end(), std::greater_equal<>()) == t.steps.end()) {
+    return;  // already strictly ascending: the usual file
+  }
+  std::vector<size_t> order(t.steps.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return t.steps[a] < t.steps[b]; });
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i + 1 < order.size() && t.steps[order[i + 1]] == t.steps[order[i]]) continue;
+    kept.push_back(order[i]);
+  }
+  auto gather = [&](auto& v) {
+    std::remove_reference_t<decltype(v)> out;
+    out.reserve(kept.size());
+    for (size_t i : kept) out.push_back(v[i]);
+    v = std::move(out);
+  };
+  gather(t.steps);
+  for (auto& [key, column] : t.columns) gather(column);
+  // A key only the replaced lines had is not in the run's metrics any more.
+  std::erase_if(t.columns, [](const auto& kv) {
+    return std::none_of(kv.second.begin(), kv.second.end(),
+                        [](double v) { return !std::isnan(v); });
+  });
+}
+
+MetricsTable read_metrics(const fs::path& path, std::vector<std::string>& notes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot be read");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  std::map<int64_t, MetricsRow> by_step;  // a later line of a step (after a resume) wins
-  size_t begin = 0;
-  int line_no = 0;
-  while (begin < text.size()) {
-    const size_t end = text.find('\n', begin);
+  MetricsTable table;
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(path, ec);
+  size_t expected_rows = 0;  // from the first line's length: the lines are alike
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
     ++line_no;
-    const bool complete = end != std::string::npos;
-    const std::string line = text.substr(begin, complete ? end - begin : std::string::npos);
-    begin = complete ? end + 1 : text.size();
+    const bool complete = !in.eof();  // getline stops at the end of the file without '\n'
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (expected_rows == 0) {
+      expected_rows = ec ? 1 : static_cast<size_t>(bytes / (line.size() + 1) * 11 / 10 + 16);
+      table.steps.reserve(expected_rows);
+    }
     try {
       const auto j = nlohmann::json::parse(line);
       if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
         throw std::runtime_error("not a metrics object with an integer \"step\"");
       }
-      MetricsRow row = row_of(j);
-      by_step[row.step] = std::move(row);
+      append_row(table, j, expected_rows);
     } catch (const std::exception& e) {
       if (!complete) {  // the run is still writing this line
         notes.push_back(path.string() + ": skipped the unfinished last line " +
@@ -67,12 +111,16 @@ std::vector<MetricsRow> read_metrics(const fs::path& path, std::vector<std::stri
                        e.what() + "); metrics.jsonl holds one JSON object per logged step");
     }
   }
-  std::vector<MetricsRow> rows;
-  for (auto& [step, row] : by_step) rows.push_back(std::move(row));
-  return rows;
+  finish(table);
+  return table;
 }
 
 }  // namespace
+
+double MetricsTable::value(const std::string& key, size_t row) const {
+  const auto it = columns.find(key);
+  return it == columns.end() ? kNaN : it->second[row];
+}
 
 RunData load_run(const fs::path& dir) {
   RunData run;
@@ -118,8 +166,8 @@ RunData load_run(const fs::path& dir) {
                      ": no metrics yet (metrics.jsonl is missing); the run has "
                      "not logged its first step");
   }
-  run.rows = read_metrics(metrics, run.notes);
-  if (run.rows.empty()) {
+  run.metrics = read_metrics(metrics, run.notes);
+  if (run.metrics.size() == 0) {
     throw InputError(metrics.string() +
                      ": no metrics yet (no complete line); the run has not logged its first step");
   }

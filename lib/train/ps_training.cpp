@@ -125,7 +125,7 @@ class PsWorker {
  private:
   void checkpoint_together(int64_t my_step);
   void log_line(int64_t step, double grad_norm, std::optional<double> val_loss);
-  void finish(int64_t my_step, double grad_norm, TrainResult& result);
+  void finish(int64_t start, int64_t my_step, double grad_norm, TrainResult& result);
 
   const RunOptions& options_;
   comm::ProcessGroups& groups_;
@@ -218,7 +218,7 @@ TrainResult PsWorker::run() {
     }
     if (r.checkpoint) checkpoint_together(global);
   }
-  finish(global, grad_norm, result);
+  finish(start, global, grad_norm, result);
   return result;
 }
 
@@ -272,7 +272,7 @@ void PsWorker::log_line(int64_t step, double grad_norm, std::optional<double> va
 
 // The budget is spent (or a stop was relayed): no more pushes, then together: the final
 // checkpoint of the servers' state, the last metrics line, the exported model.
-void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
+void PsWorker::finish(int64_t start, int64_t my_step, double grad_norm, TrainResult& result) {
   client_->goodbye();
   const int64_t step = agreed_step(*groups_.world, my_step);
   result.steps = step;
@@ -286,14 +286,12 @@ void PsWorker::finish(int64_t my_step, double grad_norm, TrainResult& result) {
     }
     log_line(step, grad_norm, val);
   }
-  const double total_s = timer_.elapsed_s();
-  result.tokens_per_s = static_cast<double>(step * e_.tokens_per_step()) / total_s;
+  const AttemptSummary attempt{start, step, timer_.elapsed_s(), result.stopped};
+  result.tokens_per_s = attempt.tokens_per_s(e_.tokens_per_step());
   const auto model_path = ctx_.run_dir / "model.safetensors";
   export_model(e_.gpt, options_, groups_, model_path, nullptr);
   if (groups_.rank == 0) {
-    std::string line =
-        fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
-                    result.stopped ? "stopped" : "done", step, total_s, result.final_loss);
+    std::string line = attempt.head() + fmt::format(" | final loss {:.4f}", result.final_loss);
     if (result.final_val_loss >= 0) line += fmt::format(" | val {:.4f}", result.final_val_loss);
     line += fmt::format(" | {:.0f} tokens/s with {} parameter server(s) | model: {}",
                         result.tokens_per_s, options_.parallel.ps_servers, model_path.string());

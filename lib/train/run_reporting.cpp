@@ -122,4 +122,17 @@ void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, S
   timer.restart_window();
 }
 
+double AttemptSummary::tokens_per_s(int64_t tokens_per_step) const {
+  const int64_t ran = end - start;
+  if (ran <= 0 || !(seconds > 0)) return 0.0;
+  return static_cast<double>(ran * tokens_per_step) / seconds;
+}
+
+std::string AttemptSummary::head() const {
+  const char* what = stopped ? "stopped" : "done";
+  if (start == 0) return fmt::format("{}: {} steps in {:.1f} s", what, end, seconds);
+  return fmt::format("{}: step {} ({} steps from step {}) in {:.1f} s", what, end, end - start,
+                     start, seconds);
+}
+
 }  // namespace trainctl::train

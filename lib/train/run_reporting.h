@@ -46,4 +46,19 @@ void report_metrics_repairs(MetricsReporter& reporter, int64_t start);
 // then starts again); else only the live progress line.
 void report_step(MetricsReporter& reporter, const StepMetrics& m, bool logged, StepTimer& timer);
 
+// What this launch trained, for the closing line: steps `start`+1 .. `end` in `seconds`
+// (`start`: 0, or the step of the checkpoint it resumed from).
+struct AttemptSummary {
+  int64_t start = 0, end = 0;
+  double seconds = 0;
+  bool stopped = false;
+
+  // Tokens per second of this launch: only the steps it ran count (a resumed run's earlier
+  // steps took an earlier launch's time); 0 when it ran none.
+  double tokens_per_s(int64_t tokens_per_step) const;
+  // "done: 40 steps in 12.3 s", resumed: "done: step 40 (20 steps from step 20) in 6.1 s";
+  // "stopped" instead of "done" when should_stop() ended the run.
+  std::string head() const;
+};
+
 }  // namespace trainctl::train

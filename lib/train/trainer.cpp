@@ -51,9 +51,9 @@ data::StepBatch next_batch(data::Prefetcher& prefetch, observe::TraceRecorder* t
 
 // After the last step (and its checkpoint): the model exported, the summary line, and all
 // ranks leaving together.
-void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx, double total_s,
-                const LookHere& look, TrainResult& result) {
-  result.tokens_per_s = static_cast<double>(result.steps * e.tokens_per_step()) / total_s;
+void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& ctx,
+                const AttemptSummary& attempt, const LookHere& look, TrainResult& result) {
+  result.tokens_per_s = attempt.tokens_per_s(e.tokens_per_step());
   const auto model_path = ctx.run_dir / "model.safetensors";
   // ZeRO-3 holds shards: gather the whole parameters (collective over DP) to export them.
   std::vector<float> gathered;
@@ -61,9 +61,7 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
   export_model(e.gpt, e.options, e.groups, model_path,
                gathered.empty() ? nullptr : gathered.data());
   if (e.groups.rank == 0) {
-    std::string line =
-        fmt::format("{}: {} steps in {:.1f} s | final loss {:.4f}",
-                    result.stopped ? "stopped" : "done", result.steps, total_s, result.final_loss);
+    std::string line = attempt.head() + fmt::format(" | final loss {:.4f}", result.final_loss);
     if (result.final_val_loss >= 0) line += fmt::format(" | val {:.4f}", result.final_val_loss);
     line +=
         fmt::format(" | {:.0f} tokens/s ({:.1f} GFLOP/s model) | model: {}", result.tokens_per_s,
@@ -147,7 +145,8 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   if (recorder) {
     look.trace_note = write_merged_trace(*recorder, groups, ctx.run_dir / "trace.json");
   }
-  finish_run(e, reporter, ctx, timer.elapsed_s(), look, result);
+  finish_run(e, reporter, ctx, {start, result.steps, timer.elapsed_s(), result.stopped}, look,
+             result);
   return result;
 }
 

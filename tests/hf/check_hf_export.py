@@ -76,6 +76,8 @@ def main(hf_dir, step_dir, text_file, ids_file):
         failures.append(f"logits rel.err {e:.2e} >= 1e-4")
 
     tok = AutoTokenizer.from_pretrained(hf_dir)
+    if not tok.is_fast:
+        failures.append(f"AutoTokenizer loaded {type(tok).__name__}, not the fast tokenizer.json")
     text = open(text_file, encoding="utf-8", newline="").read()
     want = array.array("I")
     want.frombytes(open(ids_file, "rb").read())

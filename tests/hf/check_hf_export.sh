@@ -4,7 +4,8 @@
 # with `trainctl data prepare`, a tiny GPT trained 3 steps on tp 2 and exported at the end
 # (checkpoint.export_hf) and by `ckpt export --format hf` (the same bytes); then
 # check_hf_export.py compares transformers' loss, gradients and logits with trainctl's on one
-# batch, and the exported tokenizer with trainctl's encoding. Then the same for a small
+# batch, and the exported tokenizer (trained as bpe-400.json: exported as tokenizer.json)
+# loaded with AutoTokenizer with trainctl's encoding. Then the same for a small
 # Llama (check_hf_export_llama.py: LlamaForCausalLM against trainctl and a plain Llama).
 # Usage: check_hf_export.sh TRAINCTL_BINARY. Exit 77 (skipped) when PyPI cannot be reached.
 set -euo pipefail
@@ -26,7 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 text=$work/corpus.txt
 for i in 1 2 3 4 5 6; do cat "$root/tests/data/tokenizer/unicode_sample.txt" "$root/README.md"; done > "$text"
-"$venv/bin/python" - "$text" "$work/tokenizer.json" <<'PY'
+"$venv/bin/python" - "$text" "$work/bpe-400.json" <<'PY'
 import sys
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 tok = Tokenizer(models.BPE())
@@ -37,7 +38,7 @@ tok.train([sys.argv[1]], trainers.BpeTrainer(
     initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
 tok.save(sys.argv[2])
 PY
-"$bin" data prepare --tokenizer "$work/tokenizer.json" --input "$text" --out "$work/data" \
+"$bin" data prepare --tokenizer "$work/bpe-400.json" --input "$text" --out "$work/data" \
   --val-fraction 0.1 >/dev/null 2>&1
 cat > "$work/job.yaml" <<'YAML'
 name: hf-export
@@ -55,10 +56,19 @@ cmp "$work/runs/hf-export/hf/model.safetensors" "$work/hf2/model.safetensors"
 "$bin" inspect step "$work/job.yaml" --set parallel.tp=1 --from "$work/runs/hf-export" \
   --out "$work/step" >/dev/null
 head -c 3000 "$text" > "$work/sample.txt"
-"$bin" data encode --tokenizer "$work/tokenizer.json" --input "$work/sample.txt" \
+"$bin" data encode --tokenizer "$work/bpe-400.json" --input "$work/sample.txt" \
   --out "$work/sample.ids" 2>/dev/null
 "$venv/bin/python" "$here/check_hf_export.py" "$work/runs/hf-export/hf" "$work/step" \
   "$work/sample.txt" "$work/sample.ids"
+
+# A tokenizer file of another name goes out as tokenizer.json, which AutoTokenizer loads as
+# the fast tokenizer; an earlier export's files in --out need --force.
+test -f "$work/runs/hf-export/hf/tokenizer.json" && test ! -e "$work/runs/hf-export/hf/bpe-400.json"
+if "$bin" ckpt export "$work/runs/hf-export/checkpoints" --format hf --out "$work/hf2" 2>/dev/null; then
+  echo "FAIL: a non-empty --out was written without --force"; exit 1
+fi
+"$bin" ckpt export "$work/runs/hf-export/checkpoints" --format hf --out "$work/hf2" --force >/dev/null
+cmp "$work/runs/hf-export/hf/model.safetensors" "$work/hf2/model.safetensors"
 
 # Llama (LlamaForCausalLM): grouped-query attention (4 heads, 2 k/v heads), SwiGLU, RoPE with
 # Llama 3's theta, an untied head; trained on tp 2 x pp 2 and exported from the checkpoint.
