@@ -124,7 +124,8 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
   // Elementwise kernels write what they produce once and read it once: per layer that is
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
-  const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + 5 * a * b * s * s / t);
+  const double scores = in.flash_attention ? 0 : 5 * a * b * s * s / t;
+  const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + scores);
   LayerCost c;
   c.fwd = layer_flops / z.flop_rate + layer_bytes / z.byte_rate;
   int tp_allreduces = 4;  // two in forward, two in backward
@@ -132,6 +133,11 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
     c.rec = c.fwd;
     c.rec_flops = layer_flops;
     tp_allreduces = 6;
+  } else if (in.recompute == "selective" && in.flash_attention) {
+    // trainctl's selective (model/gpt.h): the norms' and the activation's outputs written
+    // again, and the attention projection that rebuilds the residual.
+    c.rec_flops = 2 * b * s * h * h / t;
+    c.rec = c.rec_flops / z.flop_rate + layer_bytes / 2 / z.byte_rate;
   } else if (in.recompute == "selective") {
     c.rec_flops = 4 * b * s * s * h / t;
     c.rec = c.rec_flops / z.flop_rate + act * 5 * a * b * s * s / t / z.byte_rate;

@@ -53,8 +53,9 @@ void check_memory_layout(const config::JobSpec& spec) {
         spec.where("optimizer.type") + ": optimizer.type: " + spec.optimizer.type +
         " with precision.compute: " + dtype_name(spec.precision.compute) +
         " on device: cuda has no memory layout: the mixed-precision layout keeps 16-bit "
-        "weights with fp32 master weights and AdamW's moments, and nothing is kept in fp32 "
-        "behind your back. Use optimizer.type: adamw, or precision.compute: fp32.");
+        "weights with fp32 master weights next to AdamW's moments, and trainctl does not "
+        "silently keep another optimizer in fp32. Use optimizer.type: adamw, or "
+        "precision.compute: fp32.");
   }
 }
 

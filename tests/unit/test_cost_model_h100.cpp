@@ -49,7 +49,9 @@ TEST_CASE("cost model: Llama 3 405B on H100 (Meta 2024, Table 4) within 20% on h
     m.dp = gpus / (tp * pp);
     m.micro_batch_size = 1;
     m.global_batch_size = static_cast<int>(tokens / seq);
-    m.recompute = "selective";
+    m.recompute = "none";
+    m.schedule = "interleaved";
+    m.virtual_stages = 2;
     const plan::CostBreakdown c = plan::predict_step(m, cluster);
     // Meta's TFLOP/s are its MFU times the BF16 peak: model FLOPs, no recomputation.
     const double model_tflops = c.mfu * cluster.peak_tflops;
