@@ -155,3 +155,36 @@ TEST_CASE("mixed-precision plan: a combination without a memory layout is refuse
   s.precision.compute = DType::bf16;
   CHECK_NOTHROW(plan::plan_memory(s));
 }
+
+TEST_CASE("mixed-precision plan: its activations are the CPU worker's at half the width",
+          "[plan][memory]") {
+  // The CPU plan equals what the worker measures (tests/integration/test_memory_plan.cpp);
+  // the GPU plan counts the same tensors in 16 bits (the CPU worker's layer is flash-style
+  // too), so on a 1F1B pipeline, whose in-flight micro-batches are whole, the two agree.
+  for (const char* model : {"gpt", "llama"}) {
+    for (const char* mode : {"none", "selective", "full"}) {
+      config::JobSpec s = gpu_job(4, 8, 512, 2, 2, 1, 8);
+      s.model.seq_len = 512;
+      if (std::string(model) == "llama") {
+        s.model.type = "llama";
+        s.model.n_kv_head = 4;
+        s.model.ffn_hidden = 2048;
+      }
+      s.training.activation_checkpointing = mode;
+      const plan::MemoryBreakdown gpu = plan::plan_memory(s).at(0);
+      s.device = Device::cpu;
+      const plan::MemoryBreakdown cpu = plan::plan_memory(s).at(0);
+      INFO(model << ", " << mode << ": GPU " << gpu.activations << " bytes, CPU "
+                 << cpu.activations);
+      CHECK(gpu.activation_slots == cpu.activation_slots);
+      if (std::string(mode) == "none") {
+        CHECK(2 * gpu.activations == Approx(cpu.activations).epsilon(0.05));
+      } else {
+        // Recomputation: the CPU worker keeps each chunk's last output too (Megatron frees
+        // it once sent) and recomputes part of a layer in backward scratch; same order.
+        CHECK(2 * gpu.activations > 0.5 * cpu.activations);
+        CHECK(2 * gpu.activations < 1.5 * cpu.activations);
+      }
+    }
+  }
+}
