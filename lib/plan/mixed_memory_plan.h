@@ -14,7 +14,9 @@
 //               layer: flash-style attention (no s x s tensor), the recomputation mode's kept
 //               set, times the (chunk, micro-batch) pairs the schedule holds at its peak,
 //               each chunk weighted by its own layers (not the whole stage); plus one
-//               layer's recomputed tensors while recomputing.
+//               layer's recomputed tensors while recomputing. As in Megatron, a chunk's
+//               last output is not kept once sent (the CPU engine keeps it: one more
+//               [s·b, h] per in-flight pair, which the GPU layout must free).
 //   communication the distributed optimizer's all-gather staging (16-bit shard, and the
 //               padded buffer when dp does not divide the parameters, as the CPU engine
 //               sizes them), and the pipeline's point-to-point buffers: one activation and

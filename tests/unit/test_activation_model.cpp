@@ -2,6 +2,7 @@
 // on their Table 3 models (tests/data/korthikanti_2022_activations.csv), and the in-flight
 // count of the memory plan's schedules (per chunk, not whole stages).
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
