@@ -147,8 +147,8 @@ std::string plan_json(const config::JobSpec& spec, const PlannedSchedule& p,
                       const parallel::Simulation& sim,
                       const std::optional<plan::ClusterSpec>& cluster) {
   std::string source;
-  const double limit =
-      memory_limit_bytes(spec, launch::workers_per_node(spec.world_size(), 1), &source);
+  const double limit = memory_limit_bytes(spec, launch::workers_per_node(spec.world_size(), 1),
+                                          &source, cluster ? cluster->memory_gb * 1e9 : 0);
   char bubble[64];
   std::snprintf(bubble, sizeof bubble, "%.6g", sim.stats.bubble_fraction);
   return std::string("{\"schedule\": \"") + parallel::to_string(p.kind) +
@@ -231,7 +231,9 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
     return kExitOk;
   }
   std::string out = plan_rank_map(spec) + "\n" + plan_layers(spec) + "\n" + schedule_text(p, sim);
-  out += "\n" + memory_text(spec, launch::workers_per_node(spec.world_size(), 1));
+  // Under --cluster, device: cuda is checked against the cluster's GPUs.
+  out += "\n" + memory_text(spec, launch::workers_per_node(spec.world_size(), 1),
+                            cluster ? cluster->memory_gb * 1e9 : 0);
   if (cluster) out += "\n" + cluster_text(spec, *cluster);
   std::fputs(out.c_str(), stdout);
   return kExitOk;

@@ -8,13 +8,17 @@
 
 namespace trainctl::app {
 
-// runtime.memory_limit_mb in bytes, or by default this node's memory divided by the
-// workers on it (device: cuda without a limit in the spec: 0, no check). `source` says
-// where it came from.
-double memory_limit_bytes(const config::JobSpec& spec, int workers_per_node, std::string* source);
+// The memory one rank may use, in bytes, and in `source` where it came from:
+// runtime.memory_limit_mb; else for device: cuda the GPU's memory (`device_memory_bytes`,
+// the cluster file's device.memory_gb under `plan --cluster`, else the first visible GPU's;
+// none without either); else this node's memory divided by the workers on it. 0: no limit.
+double memory_limit_bytes(const config::JobSpec& spec, int workers_per_node, std::string* source,
+                          double device_memory_bytes = 0);
 
-// The per-rank table and the limit.
-std::string memory_text(const config::JobSpec& spec, int workers_per_node);
+// The per-rank table and the limit; over the limit, the changes that would lower the
+// estimate, each with its new estimate.
+std::string memory_text(const config::JobSpec& spec, int workers_per_node,
+                        double device_memory_bytes = 0);
 
 // Throws InputError (exit 2) when the largest rank's estimate exceeds the limit: the
 // breakdown, and each single change that lowers the estimate with its new estimate.

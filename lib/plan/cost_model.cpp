@@ -1,6 +1,7 @@
 #include "plan/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -63,10 +64,10 @@ namespace {
 // The number of nodes the layout fills; InputError for a layout the model cannot be split
 // by, or one larger than the cluster. `v`: chunks per stage.
 int check_layout(const CostInputs& in, const ClusterSpec& cluster, int v) {
-  if (in.n_layer % (in.pp * v) != 0) {
+  if (in.n_layer < in.pp * v) {
     throw InputError("cost model: model.n_layer " + std::to_string(in.n_layer) +
-                     " is not divisible by pp * virtual_stages (" + std::to_string(in.pp * v) +
-                     ")");
+                     " is fewer than pp * virtual_stages (" + std::to_string(in.pp * v) +
+                     "): every chunk needs a layer");
   }
   if (in.n_head % in.tp != 0) {
     throw InputError("cost model: model.n_head " + std::to_string(in.n_head) +
@@ -123,7 +124,8 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
   // Elementwise kernels write what they produce once and read it once: per layer that is
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
-  const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + 5 * a * b * s * s / t);
+  const double scores = in.flash_attention ? 0 : 5 * a * b * s * s / t;
+  const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + scores);
   LayerCost c;
   c.fwd = layer_flops / z.flop_rate + layer_bytes / z.byte_rate;
   int tp_allreduces = 4;  // two in forward, two in backward
@@ -131,6 +133,11 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
     c.rec = c.fwd;
     c.rec_flops = layer_flops;
     tp_allreduces = 6;
+  } else if (in.recompute == "selective" && in.flash_attention) {
+    // trainctl's selective (model/gpt.h): the norms' and the activation's outputs written
+    // again, and the attention projection that rebuilds the residual.
+    c.rec_flops = 2 * b * s * h * h / t;
+    c.rec = c.rec_flops / z.flop_rate + layer_bytes / 2 / z.byte_rate;
   } else if (in.recompute == "selective") {
     c.rec_flops = 4 * b * s * s * h / t;
     c.rec = c.rec_flops / z.flop_rate + act * 5 * a * b * s * s / t / z.byte_rate;
@@ -189,11 +196,16 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   const LinkTier& tp_link = tier_for(1, in.tp, cluster);
   const LayerCost layer = layer_cost(in, z, tp_link);
 
-  // The last stage is the critical one: it holds the logits (2bshV/t forward, 3x with
-  // backward) besides its layers.
-  const double layers_per_stage = z.l / in.pp;
+  // The critical stage paces the pipeline. Layers fill stages of ceil(l / pp); the last
+  // stage holds the rest and the logits (2bshV/t forward, 3x with backward): with l a
+  // multiple of pp it is the critical one, else (Llama 3 405B: 126 layers on 16 stages) it
+  // may be a full stage without the head.
   const double logit_flops = 2 * b * s * h * V / t;
-  const double logit_time = 3 * logit_flops / z.flop_rate;
+  const double full = std::ceil(z.l / in.pp), rest = z.l - full * (in.pp - 1);
+  const double per_layer = 3 * layer.fwd + layer.rec + layer.tp;
+  const bool head_critical = rest * per_layer + 3 * logit_flops / z.flop_rate >= full * per_layer;
+  const double layers_per_stage = head_critical ? rest : full;
+  const double logit_time = head_critical ? 3 * logit_flops / z.flop_rate : 0;
   const double stage_compute = layers_per_stage * 3 * layer.fwd + logit_time;
   const double stage_rec = layers_per_stage * layer.rec;
   const double stage_tp = layers_per_stage * layer.tp;
@@ -209,7 +221,7 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   const LinkTier& dp_link = tier_for(in.tp, in.dp, cluster);
   c.dp_link = in.dp > 1 ? dp_link.name : "-";
   c.dp_comm_total = ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp, dp_link);
-  const double last_backward = layers_per_stage * 2 * layer.fwd + 2 * logit_flops / z.flop_rate;
+  const double last_backward = layers_per_stage * 2 * layer.fwd + 2 * logit_time / 3;
   c.dp_comm = std::max(0.0, c.dp_comm_total - cluster.dp_overlap * last_backward);
   // The optimizer step (AdamW): about 30 bytes read or written per local parameter
   // (fp32 weight, gradient, two moments; the half-precision copy), sharded over DP with ZeRO.

@@ -25,6 +25,11 @@ struct CostInputs {
   std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved
   int virtual_stages = 1;          // chunks per stage (interleaved)
   std::string recompute = "none";  // none | selective | full
+  // Attention that never writes its s x s scores (trainctl's kernels, FlashAttention): no
+  // 5as/(ht) term in the elementwise traffic, and selective recomputation redoes the
+  // pointwise outputs instead of the attention core. false: Megatron 2021's fused softmax,
+  // which writes the scores (Narayanan et al.'s runs).
+  bool flash_attention = true;
 };
 
 // The model, layout, batch and schedule of a job spec.

@@ -11,6 +11,8 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_layout.h"
 #include "parallel/zero3_params.h"
+#include "plan/mixed_memory_plan.h"
+#include "plan/model_of_spec.h"
 #include "util/error.h"
 
 namespace trainctl::plan {
@@ -20,29 +22,12 @@ namespace {
 constexpr double kFloat = sizeof(float);
 constexpr double kMiB = 1 << 20;
 
-model::ModelConfig gpt_config_of(const config::ModelSpec& m) {
-  model::ModelConfig c;
-  c.vocab_size = m.vocab_size;
-  c.max_seq_len = m.seq_len;
-  c.n_layer = m.n_layer;
-  c.n_head = m.n_head;
-  c.d_model = m.d_model;
-  if (m.is_llama()) {
-    c.family = model::Family::llama;
-    c.n_kv_head = m.kv_heads();
-    c.ffn_hidden = m.mlp_hidden();
-    c.norm_eps = static_cast<float>(m.norm_eps);
-    c.rope_theta = static_cast<float>(m.rope_theta);
-    c.tie_embeddings = m.tie_embeddings;
-  }
-  return c;
-}
-
 // What the engine builds for pipeline stage `stage`, as Engine and its parts allocate it
 // (train/engine.cpp, train/spec_options.cpp).
 MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
+  if (uses_mixed_layout(spec)) return plan_mixed_stage(spec, stage);
   const config::ParallelSpec& par = spec.parallel;
-  const model::ModelConfig config = gpt_config_of(spec.model);
+  const model::ModelConfig config = model_config_of(spec.model);
   std::vector<parallel::Instruction> program;
   if (par.pp > 1) {
     program = parallel::make_schedule(parallel::parse_schedule_kind(par.schedule), stage, par.pp,
@@ -122,6 +107,7 @@ std::string ranks_of_stage(const Layout& layout, int stage) {
 }  // namespace
 
 std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec) {
+  check_memory_layout(spec);
   std::vector<MemoryBreakdown> plan;
   for (int stage = 0; stage < spec.parallel.pp; ++stage) plan.push_back(plan_stage(spec, stage));
   return plan;
@@ -135,24 +121,34 @@ double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
 
 std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan) {
+  const bool mixed = uses_mixed_layout(spec);
   std::string out =
-      "memory per rank (MiB; tensor memory, as mem_peak_mb in metrics.jsonl; activation "
-      "checkpointing: " +
-      spec.training.activation_checkpointing + "):\n";
-  char line[256];
-  std::snprintf(line, sizeof line, "  %-8s %-6s %10s %10s %10s %15s %10s %10s %10s\n", "ranks",
-                "stage", "params", "grads", "optimizer", "activations", "comm", "workspace",
-                "total");
-  out += line;
+      std::string("memory per rank (MiB; ") +
+      (mixed ? "device: cuda, " + std::string(dtype_name(spec.precision.compute)) +
+                   " mixed precision: 16-bit weights and activations, fp32 master weights "
+                   "and AdamW moments"
+             : "tensor memory, as mem_peak_mb in metrics.jsonl") +
+      "; activation checkpointing: " + spec.training.activation_checkpointing + "):\n";
+  // Columns: ranks, stage, then the parts; `master` only where the layout has one.
+  auto row = [&](const std::vector<std::string>& cells) {
+    char cell[64];
+    std::string line = "  ";
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (!mixed && i == 4) continue;  // the master column
+      const int width = i == 0 ? -8 : i == 1 ? -6 : i == 6 ? 15 : 10;
+      std::snprintf(cell, sizeof cell, "%*s ", width, cells[i].c_str());
+      line += cell;
+    }
+    line.pop_back();
+    return line + "\n";
+  };
+  out += row({"ranks", "stage", "params", "grads", "master", "optimizer", "activations", "comm",
+              "workspace", "total"});
   for (const MemoryBreakdown& b : plan) {
-    const std::string acts =
-        mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)";
-    std::snprintf(line, sizeof line, "  %-8s %-6d %10s %10s %10s %15s %10s %10s %10s\n",
-                  ranks_of_stage(spec.parallel, b.stage).c_str(), b.stage,
-                  mib(b.parameters).c_str(), mib(b.gradients).c_str(), mib(b.optimizer).c_str(),
-                  acts.c_str(), mib(b.communication).c_str(), mib(b.workspace).c_str(),
-                  mib(b.total()).c_str());
-    out += line;
+    out += row({ranks_of_stage(spec.parallel, b.stage), std::to_string(b.stage), mib(b.parameters),
+                mib(b.gradients), mib(b.master), mib(b.optimizer),
+                mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)",
+                mib(b.communication), mib(b.workspace), mib(b.total())});
   }
   return out;
 }
@@ -168,6 +164,7 @@ std::string memory_plan_json(const config::JobSpec& spec,
     j["activation_slots"] = b.activation_slots;
     j["parameters"] = b.parameters / kMiB;
     j["gradients"] = b.gradients / kMiB;
+    j["master_weights"] = b.master / kMiB;
     j["optimizer"] = b.optimizer / kMiB;
     j["activations"] = b.activations / kMiB;
     j["communication"] = b.communication / kMiB;
@@ -195,11 +192,19 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     consider(std::string("training.activation_checkpointing: ") + mode, s);
   }
   if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
-    for (int zero = spec.parallel.zero + 1; zero <= 3; ++zero) {
+    const int most = spec.device == Device::cuda ? 2 : 3;  // ZeRO-3 runs on the CPU only
+    for (int zero = spec.parallel.zero + 1; zero <= most; ++zero) {
       config::JobSpec s = spec;
       s.parallel.zero = zero;
       consider("parallel.zero: " + std::to_string(zero), s);
     }
+  }
+  {
+    config::JobSpec s = spec;  // the model must split over twice the ranks (consider checks)
+    s.parallel.tp *= 2;
+    consider("parallel.tp: " + std::to_string(s.parallel.tp) + " (" +
+                 std::to_string(s.world_size()) + " workers)",
+             s);
   }
   if (spec.parallel.pp * 2 <= spec.model.n_layer) {
     config::JobSpec s = spec;

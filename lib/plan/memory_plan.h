@@ -2,6 +2,9 @@
 // The memory plan: what each rank of a job will hold, estimated from the spec alone
 // (`trainctl plan`, `validate`, and the check that refuses a job that will not fit).
 //
+// device: cuda with 16-bit compute is planned with the mixed-precision layout
+// (plan/mixed_memory_plan.h); everything else as follows.
+//
 // What it models, and so what it is compared with: the worker's tensor memory, every
 // buffer from Backend::alloc (metrics.jsonl's mem_peak_mb; deterministic for a job and a
 // layout). All of it is allocated when the engine is built, so the peak is reached before
@@ -24,18 +27,20 @@ struct MemoryBreakdown {
   double parameters = 0;     // fp32 weights of the stage's shard (ZeRO-3: the DP shard and
                              // the whole embedding and head)
   double gradients = 0;      // the gradient buffer (+ ZeRO-2's reduce-scatter output)
+  double master = 0;         // fp32 master weights (mixed-precision layout only)
   double optimizer = 0;      // AdamW's moments (sharded over DP with ZeRO) or SGD's momentum
   double activations = 0;    // kept between forward and backward, plus recomputation's buffers
   double communication = 0;  // ZeRO allgather staging (ZeRO-3: the transient block buffers),
                              // pipeline gradient staging
   double workspace = 0;      // backward and loss scratch shared by every block
   double total() const {
-    return parameters + gradients + optimizer + activations + communication + workspace;
+    return parameters + gradients + master + optimizer + activations + communication + workspace;
   }
 };
 
 // One entry per pipeline stage, stage 0 first. Throws InputError for a spec the model
-// cannot be split by (as validation would).
+// cannot be split by (as validation would), and for a device / precision / optimizer
+// combination without a memory layout (plan/mixed_memory_plan.h, check_memory_layout).
 std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec);
 
 // The largest stage total: what every rank must fit.
@@ -46,7 +51,8 @@ std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan);
 
 // `plan --json`'s memory_mb: one object per world rank (rank order) with rank, stage,
-// activation_slots and the parts and `total` in MiB. JSON text.
+// activation_slots and the parts (master_weights: the mixed-precision layout's fp32 copy)
+// and `total` in MiB. JSON text.
 std::string memory_plan_json(const config::JobSpec& spec, const std::vector<MemoryBreakdown>& plan);
 
 // A change to the spec and the peak per-rank estimate it gives.
@@ -54,8 +60,8 @@ struct FitOption {
   std::string change;  // e.g. "training.activation_checkpointing: full"
   double peak_bytes = 0;
 };
-// The single changes (recomputation, ZeRO, twice the pipeline stages, half the
-// micro-batch) that lower the estimate: those that fit `limit_bytes` first, the gentlest
+// The single changes (recomputation, ZeRO, twice the tensor-parallel or pipeline ranks,
+// half the micro-batch) that lower the estimate: those that fit `limit_bytes` first, the gentlest
 // (least saving) of them first; then the others, the biggest saving first.
 std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_bytes);
 

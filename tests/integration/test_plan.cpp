@@ -178,11 +178,13 @@ TEST_CASE("plan and validate size Llama 3 8B from its preset", "[plan][integrati
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const auto plan = nlohmann::json::parse(r.out);
-  // Stage 0 holds the embedding (128256 x 4096 / tp) and 8 layers of 218 M weights / tp,
-  // 1082.75 MiB of fp32 parameters per rank.
+  // Stage 0 holds the embedding (128256 x 4096 / tp) and 8 layers of 218 M weights / tp:
+  // on device: cuda with bf16, 541.375 MiB of bf16 parameters per rank and their fp32
+  // master copy, 1082.75 MiB (plan/mixed_memory_plan.h).
   const auto& stage0 = plan["memory_mb"][0];
   INFO(stage0.dump());
-  CHECK(stage0["parameters"].get<double>() == Approx(1082.75).epsilon(1e-4));
+  CHECK(stage0["parameters"].get<double>() == Approx(541.375).epsilon(1e-4));
+  CHECK(stage0["master_weights"].get<double>() == Approx(1082.75).epsilon(1e-4));
 
   // One worker's view: 8.03 B parameters (Meta's count), refused for memory with options.
   write_text(job, "name: llama3\nmodel: {preset: llama3-8b}\n");

@@ -56,6 +56,7 @@ plan::CostInputs inputs(const Row& r) {
   in.micro_batch_size = 1;
   in.global_batch_size = r.batch;
   in.recompute = "full";
+  in.flash_attention = false;  // Megatron 2021 wrote the attention scores
   if (r.pp > 1) {
     in.virtual_stages = (r.layers / r.pp) % 2 == 0 ? 2 : 1;
     in.schedule = in.virtual_stages == 2 ? "interleaved" : "1f1b";

@@ -1,0 +1,12 @@
+#pragma once
+// The model's shape as lib/model describes it, from the job spec's model section (what the
+// engine builds; train/spec_options.h does the same for the worker, which plan/ does not
+// depend on).
+#include "config/job_spec.h"
+#include "model/gpt.h"
+
+namespace trainctl::plan {
+
+model::ModelConfig model_config_of(const config::ModelSpec& m);
+
+}  // namespace trainctl::plan
