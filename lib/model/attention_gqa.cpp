@@ -29,18 +29,8 @@ void GqaAttention::allocate(ActivationArena& arena, int slots) {
   const int64_t N = ctx_.N(), W = qkv_width_;
   const int64_t lse = int64_t{ctx_.B} * NH_local_ * ctx_.T;
   dqkv_ = arena.shared("attention.gqa.dqkv", N * W, MemoryUse::workspace);
-  if (ctx_.recompute == Recompute::full) {
-    const Acts shared{arena.shared("attention.gqa.qkv", N * W, MemoryUse::recompute),
-                      arena.shared("attention.gqa.att", N * C_local_, MemoryUse::recompute),
-                      arena.shared("attention.gqa.lse", lse, MemoryUse::recompute)};
-    acts_.assign(static_cast<size_t>(slots), shared);
-    return;
-  }
-  for (int s = 0; s < slots; ++s) {
-    acts_.push_back({arena.take(N * W, MemoryUse::activations),
-                     arena.take(N * C_local_, MemoryUse::activations),
-                     arena.take(lse, MemoryUse::activations)});
-  }
+  acts_ = allocate_attention_acts(arena, "attention.gqa", N * W, N * C_local_, lse,
+                                  ctx_.recompute == Recompute::full, slots);
 }
 
 void GqaAttention::project_out(const Acts& a, float* y) {

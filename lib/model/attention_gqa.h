@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/attention_acts.h"
 #include "model/block.h"
 #include "model/param_list.h"
 
@@ -27,11 +28,7 @@ class GqaAttention final : public Branch {
 
  private:
   // Kept for backward unless recomputation is full.
-  struct Acts {
-    float* qkv;  // [N, (NH + 2 NKV) hd / tp], q and k rotated
-    float* att;  // [N, C/tp] attention output before o_proj
-    float* lse;  // [B, NH/tp, T]
-  };
+  using Acts = AttentionActs;
   void project_out(const Acts& a, float* y);
   ops::AttentionShape shape() const;
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/attention_acts.h"
 #include "model/block.h"
 #include "model/param_list.h"
 
@@ -27,11 +28,7 @@ class MhaAttention final : public Branch {
 
  private:
   // Kept for backward unless recomputation is full.
-  struct Acts {
-    float* qkv;  // [N, 3C/tp]
-    float* att;  // [N, C/tp] attention output before c_proj
-    float* lse;  // [B, NH/tp, T] log-sum-exp of each row of scores
-  };
+  using Acts = AttentionActs;
   void project_out(const Acts& a, float* y);
 
   const ModelContext& ctx_;
