@@ -44,18 +44,41 @@ std::optional<std::string> Launcher::abort_reason(int attempt) {
   return store_->get_string(key, std::chrono::seconds(5));
 }
 
+std::string stopped_responding(const std::string& names) {
+  return names +
+         " stopped responding (its launcher was killed, or its host went down or became "
+         "unreachable)";
+}
+
+std::string Launcher::node0_gone() const {
+  return "node 0 (" + opt_.cluster.master_addr + ", whose rendezvous store is gone)";
+}
+
 std::string Launcher::silent_nodes(int attempt) {
   if (node_ != 0) {
     try {
       store_->check({kAbortKey});
     } catch (const RendezvousError&) {
-      return "node 0 (" + opt_.cluster.master_addr + ", whose rendezvous store is gone)";
+      return node0_gone();
     }
   }
   const std::vector<int64_t> before = beats_->sample();
   if (wait_for_abort(attempt, kNodeSilence)) return "";
+  return node_names(attempt, beats_->silent_between(before, beats_->sample()));
+}
+
+std::optional<std::string> Launcher::lost_nodes(int attempt) {
+  if (!beats_) return std::nullopt;
+  beats_->watch(Clock::now());
+  const std::vector<int> silent = beats_->silent_for(kNodeLost);
+  if (silent.empty()) return std::nullopt;
+  return stopped_responding(node_names(attempt, silent)) + ": no heartbeat for " +
+         seconds_text(kNodeLost);
+}
+
+std::string Launcher::node_names(int attempt, const std::vector<int>& nodes) {
   std::string names;
-  for (int n : beats_->silent_between(before, beats_->sample())) {
+  for (int n : nodes) {
     std::string addr;
     try {
       addr = store_->get_string(attempt_prefix(attempt) + "launcher/" + std::to_string(n),

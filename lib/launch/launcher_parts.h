@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/job_spec.h"
@@ -37,6 +38,12 @@ inline constexpr size_t kLogTailLines = 20;
 // After a worker failed, how long this node watches the other launchers' heartbeats (and
 // waits for another node's abort) before it reports the failure as its own.
 inline constexpr milliseconds kNodeSilence{1500};
+// While the workers run, how long another node's launcher may not beat before this node
+// names it as gone and stops: its workers may well be dead without the workers here
+// noticing (a peer that vanishes mid-collective, a host that went down), and only the
+// hang watchdog (runtime.comm_timeout_s) would end the job otherwise. Twenty beat
+// intervals: a launcher on a loaded machine still beats well within it.
+inline constexpr milliseconds kNodeLost{5000};
 // How long a node waits for node 0's token file once node 0's store is up (network file
 // systems may show a new file late) before it concludes run_dir is not shared.
 inline constexpr milliseconds kTokenFileGrace{10000};
@@ -51,7 +58,20 @@ struct AttemptResult {
   std::string reason;
   int culprit_exit_code = 0;  // the failing worker's exit code (kExitRendezvous matters)
   const WorkerProcess* culprit = nullptr;  // the worker that failed on this node, if any
+  // The other nodes that stopped responding meanwhile, as stopped_responding() says it,
+  // when they are the likely cause ("" when none): printed before a watchdog's report.
+  std::string lost_nodes;
 };
+
+inline AttemptResult ended(Ending ending, std::string reason) {
+  AttemptResult r;
+  r.ending = ending;
+  r.reason = std::move(reason);
+  return r;
+}
+
+// "node 1 (10.0.0.2) stopped responding (its launcher was killed, ...)" for `names`.
+std::string stopped_responding(const std::string& names);
 
 // One launcher's run: the state shared by the steps below.
 class Launcher {
@@ -97,7 +117,8 @@ class Launcher {
   AttemptResult on_workers_failed(int attempt, const std::vector<const WorkerProcess*>& failed);
   std::optional<AttemptResult> on_stop_signal(int attempt);
   std::optional<AttemptResult> poll_other_nodes(int attempt);
-  AttemptResult failure_of(const std::vector<const WorkerProcess*>& ended);
+  AttemptResult on_nodes_lost(int attempt, const std::string& lost);
+  AttemptResult failure_of(const std::vector<const WorkerProcess*>& exited);
   bool wait_for_other_nodes(int attempt, AttemptResult& result);
 
   // launcher_nodes.cpp
@@ -108,6 +129,13 @@ class Launcher {
   // The other nodes whose launcher stopped beating while this node watched, as
   // "node 1 (10.77.0.2)"; empty when none (or another node published an abort meanwhile).
   std::string silent_nodes(int attempt);
+  // While supervising: the other nodes whose launcher has not beaten for kNodeLost, as
+  // stopped_responding() says it; nullopt when every node beats (or is done).
+  std::optional<std::string> lost_nodes(int attempt);
+  // "node 1 (10.77.0.2), node 2 (10.77.0.3)": the nodes with the address they joined with.
+  std::string node_names(int attempt, const std::vector<int>& nodes);
+  // "node 0 (10.77.0.1, whose rendezvous store is gone)", for a node other than 0.
+  std::string node0_gone() const;
   void beat() {
     if (beats_) beats_->beat();
   }

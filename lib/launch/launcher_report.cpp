@@ -54,6 +54,8 @@ void Launcher::report_failure(const AttemptResult& r, int attempt) {
   // A rank whose watchdog fired did not fail: it gave up waiting for the ranks its report
   // names. Lead with that report rather than "rank R failed".
   if (auto report = watchdog_report(attempt, r.culprit->rank())) {
+    // A node that stopped responding is why that rank waited in vain: say it first.
+    if (!r.lost_nodes.empty()) spdlog::error("{}; then:", r.lost_nodes);
     spdlog::error("rank {} on node {} stopped the job after runtime.comm_timeout_s: {}",
                   r.culprit->rank(), node_, *report);
     spdlog::error("({}, pid {}, then exited: {})", label(r.culprit->rank()), r.culprit->pid(),

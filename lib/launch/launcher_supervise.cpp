@@ -37,7 +37,7 @@ AttemptResult Launcher::supervise(int attempt) {
     if (auto stopped = on_stop_signal(attempt)) return *stopped;
     if (nnodes_ > 1 && Clock::now() >= next_abort_poll) {
       next_abort_poll = Clock::now() + kAbortPoll;
-      if (auto ended = poll_other_nodes(attempt)) return *ended;
+      if (auto over = poll_other_nodes(attempt)) return *over;
     }
   }
 }
@@ -52,7 +52,7 @@ AttemptResult Launcher::on_workers_failed(int attempt,
       spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
                     *elsewhere, r.reason);
       stop_workers(opt_.failure_grace);
-      return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+      return ended(Ending::aborted_elsewhere, *elsewhere);
     }
     // No abort: maybe another node's launcher is gone and could not publish one. An
     // abort that appears meanwhile (a node that was only slow to say) wins.
@@ -61,13 +61,11 @@ AttemptResult Launcher::on_workers_failed(int attempt,
       spdlog::error("stopping this node's workers: the job failed on {} (then this node's {})",
                     *elsewhere, r.reason);
       stop_workers(opt_.failure_grace);
-      return {Ending::aborted_elsewhere, *elsewhere, 0, nullptr};
+      return ended(Ending::aborted_elsewhere, *elsewhere);
     }
     if (!gone.empty()) {
-      r.reason = gone +
-                 " stopped responding (its launcher was killed, or its host went "
-                 "down or became unreachable); then " +
-                 r.reason;
+      r.lost_nodes = stopped_responding(gone);
+      r.reason = r.lost_nodes + "; then " + r.reason;
     }
   }
   if (r.ending == Ending::failed) report_failure(r, attempt);
@@ -86,10 +84,9 @@ AttemptResult Launcher::on_workers_failed(int attempt,
 std::optional<AttemptResult> Launcher::on_stop_signal(int attempt) {
   const int sig = signals_.wait(kTick);
   if (sig == 0) return std::nullopt;
-  AttemptResult r{
-      Ending::preempted,
-      std::string("preempted: node ") + std::to_string(node_) + " received " + signal_name(sig), 0,
-      nullptr};
+  AttemptResult r =
+      ended(Ending::preempted, std::string("preempted: node ") + std::to_string(node_) +
+                                   " received " + signal_name(sig));
   spdlog::warn("received {}: asking the workers to stop (SIGTERM; {} to finish)", signal_name(sig),
                seconds_text(opt_.preempt_grace));
   publish_abort(attempt, r.reason);
@@ -97,29 +94,50 @@ std::optional<AttemptResult> Launcher::on_stop_signal(int attempt) {
   return r;
 }
 
-// Several nodes: whether another node stopped the job, or the store (node 0) is gone.
+// Several nodes: whether another node stopped the job, another node's launcher is gone,
+// or the store (node 0) is gone. However this node learns that a node's launcher died (its
+// store gone, its heartbeat silent, or a worker here failing because of it), it names
+// that node: the workers here may fail first, hang until the watchdog, or not notice.
 std::optional<AttemptResult> Launcher::poll_other_nodes(int attempt) {
   try {
     if (auto reason = abort_reason(attempt)) {
       spdlog::error("stopping this node's workers: the job stopped on {}", *reason);
       stop_workers(opt_.failure_grace);
       bool preempted = reason->find(": preempted") != std::string::npos;
-      return AttemptResult{preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason, 0,
-                           nullptr};
+      return ended(preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason);
     }
+    if (auto lost = lost_nodes(attempt)) return on_nodes_lost(attempt, *lost);
   } catch (const RendezvousError& e) {
-    spdlog::error("lost the rendezvous store ({}): stopping this node's workers", e.what());
+    if (node_ != 0) {
+      spdlog::error("{}: lost the rendezvous store ({}); stopping this node's workers",
+                    stopped_responding(node0_gone()), e.what());
+    } else {
+      spdlog::error("lost the rendezvous store ({}): stopping this node's workers", e.what());
+    }
     stop_workers(opt_.failure_grace);
-    return AttemptResult{Ending::store_lost, e.what(), 0, nullptr};
+    return ended(Ending::store_lost, e.what());
   }
   return std::nullopt;
 }
 
-AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ended) {
+// Another node's launcher stopped beating: it cannot say why, so this node says it for
+// the job (the other nodes read it as this node's abort) and stops its own workers. A
+// failed attempt like any other: with runtime.max_restarts the next one waits for every
+// node to join again.
+AttemptResult Launcher::on_nodes_lost(int attempt, const std::string& lost) {
+  spdlog::error("{}; stopping this node's workers", lost);
+  publish_abort(attempt, lost);
+  stop_workers(opt_.failure_grace);
+  AttemptResult r = ended(Ending::failed, lost);
+  r.lost_nodes = lost;
+  return r;
+}
+
+AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& exited) {
   // The root cause is most likely a worker that died from a signal; the others of the
   // same instant usually exit 1 because their peer vanished.
   const WorkerProcess* culprit = nullptr;
-  for (const auto* w : ended) {
+  for (const auto* w : exited) {
     if (!stopped_from_outside(*w) && w->term_signal() != 0) {
       culprit = w;
       break;
@@ -128,17 +146,17 @@ AttemptResult Launcher::failure_of(const std::vector<const WorkerProcess*>& ende
   // Next, a worker that refused its input or environment (exit 2: a checkpoint of another
   // model, a full disk): its peers' failures at the same instant are echoes of it, and the
   // job must end with 2, not be restarted into the same wall.
-  for (const auto* w : ended) {
+  for (const auto* w : exited) {
     if (culprit == nullptr && w->exit_code() == kExitBadInput) culprit = w;
   }
-  for (const auto* w : ended) {
+  for (const auto* w : exited) {
     if (culprit == nullptr && !stopped_from_outside(*w)) culprit = w;
   }
   AttemptResult r;
   if (culprit == nullptr) {
     r.ending = Ending::preempted;
-    r.reason = "preempted: " + label(ended.front()->rank()) + " was stopped (" +
-               ended.front()->describe_exit() + ")";
+    r.reason = "preempted: " + label(exited.front()->rank()) + " was stopped (" +
+               exited.front()->describe_exit() + ")";
     return r;
   }
   r.ending = Ending::failed;
@@ -162,24 +180,32 @@ bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
     const auto deadline = Clock::now() + rendezvous_timeout_;
     while (done < nnodes_) {
       if (auto reason = abort_reason(attempt)) {
-        result = {Ending::aborted_elsewhere, *reason, 0, nullptr};
+        result = ended(Ending::aborted_elsewhere, *reason);
+        return false;
+      }
+      // Node 0 outlives the others' launchers: one that died while its workers ran is
+      // named here too, instead of a wait until the deadline.
+      if (auto lost = lost_nodes(attempt)) {
+        spdlog::error("{}", *lost);
+        result = ended(Ending::failed, *lost);
+        result.lost_nodes = *lost;
         return false;
       }
       if (Clock::now() >= deadline) {
-        result = {Ending::failed,
-                  "only " + std::to_string(done) + " of " + std::to_string(nnodes_) +
-                      " nodes finished within " + seconds_text(rendezvous_timeout_),
-                  0, nullptr};
+        result = ended(Ending::failed, "only " + std::to_string(done) + " of " +
+                                           std::to_string(nnodes_) + " nodes finished within " +
+                                           seconds_text(rendezvous_timeout_));
+        spdlog::error("{}", result.reason);
         return false;
       }
       if (int sig = signals_.wait(kTick)) {
-        result = {Ending::preempted, std::string("received ") + signal_name(sig), 0, nullptr};
+        result = ended(Ending::preempted, std::string("received ") + signal_name(sig));
         return false;
       }
       done = store_->add(done_key, 0);
     }
   } catch (const RendezvousError& e) {
-    result = {Ending::store_lost, e.what(), 0, nullptr};
+    result = ended(Ending::store_lost, e.what());
     return false;
   }
   return true;
