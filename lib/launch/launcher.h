@@ -5,7 +5,10 @@
 //   kExitOk            every worker on every node finished
 //   kExitWorkerFailed  a worker exited non-zero or died from a signal (here or on another
 //                      node), after max_restarts restarts; the failing rank, how it ended
-//                      and the tail of its log are printed
+//                      and the tail of its log are printed. Or another node's launcher
+//                      stopped responding (killed, its host down): however this node
+//                      notices (its workers failing, hanging, or the heartbeats), it names
+//                      that node ("node 1 (ADDR) stopped responding ...")
 //   kExitPreempted     SIGINT, SIGTERM or SIGUSR1 reached the launcher (or a worker was
 //                      stopped from outside): workers got SIGTERM and time to finish
 //   kExitRendezvous    a worker could not connect (it exited with that code)

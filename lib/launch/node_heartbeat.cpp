@@ -50,4 +50,26 @@ std::vector<int> NodeHeartbeats::silent_between(const std::vector<int64_t>& befo
   return silent;
 }
 
+void NodeHeartbeats::watch(std::chrono::steady_clock::time_point now) {
+  const std::vector<int64_t> now_values = sample();
+  // -2: no sample yet, so the first one counts as a change for every node.
+  watched_.resize(now_values.size(), -2);
+  unchanged_since_.resize(now_values.size(), now);
+  for (size_t i = 0; i < now_values.size(); ++i) {
+    if (now_values[i] < 0 || now_values[i] != watched_[i]) unchanged_since_[i] = now;
+    watched_[i] = now_values[i];
+  }
+  last_watch_ = now;
+}
+
+std::vector<int> NodeHeartbeats::silent_for(std::chrono::milliseconds limit) const {
+  std::vector<int> silent;
+  for (size_t i = 0; i < watched_.size(); ++i) {
+    if (watched_[i] >= 0 && last_watch_ - unchanged_since_[i] >= limit) {
+      silent.push_back(static_cast<int>(i));
+    }
+  }
+  return silent;
+}
+
 }  // namespace trainctl::launch

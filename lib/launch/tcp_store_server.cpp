@@ -88,7 +88,15 @@ struct TcpStoreServer::Impl {
   void accept_all();
   void read_from(Conn& c);
   void process(Conn& c);
-  bool handle_one(Conn& c);  // false: the buffer holds no complete request
+  // Each returns false when the buffer holds no complete request (yet).
+  bool handle_one(Conn& c);
+  bool handle_hello(Conn& c, wire::Reader& r);
+  bool handle_set(Conn& c, wire::Reader& r);
+  bool handle_add(Conn& c, wire::Reader& r);
+  bool handle_check(Conn& c, wire::Reader& r);
+  bool handle_get_or_wait(Conn& c, wire::Reader& r, wire::Op op);
+  void reply_status(Conn& c, wire::Status status);
+  void complete_waiters(Conn& writer);
   bool try_complete(Conn& c);
   void expire(Clock::time_point now);
   void close_conn(Conn& c) {
@@ -253,107 +261,126 @@ void TcpStoreServer::Impl::process(Conn& c) {
 
 bool TcpStoreServer::Impl::handle_one(Conn& c) {
   wire::Reader r(c.in);
-  wire::Writer w;
-  if (!c.authenticated) {
-    std::string presented;
-    if (!r.str(presented, wire::kMaxTokenBytes)) return false;
-    c.in.erase(0, r.consumed());
-    if (constant_time_equal(presented, token)) {
-      c.authenticated = true;
-      w.u8(static_cast<uint8_t>(wire::Status::ok));
-    } else {
-      log_refused("rejected a client from " + peer_name(c.fd) +
-                  " that presented a wrong job token");
-      w.u8(static_cast<uint8_t>(wire::Status::rejected));
-      c.close_after_flush = true;
-    }
-    c.out += w.bytes();
-    return true;
-  }
-
+  if (!c.authenticated) return handle_hello(c, r);
   uint8_t op_byte = 0;
   if (!r.u8(op_byte)) return false;
-  auto op = static_cast<wire::Op>(op_byte);
+  const auto op = static_cast<wire::Op>(op_byte);
   switch (op) {
-    case wire::Op::set: {
-      std::string key, value;
-      if (!r.str(key, wire::kMaxFieldBytes) || !r.str(value, wire::kMaxFieldBytes)) return false;
-      c.in.erase(0, r.consumed());
-      data[key] = std::move(value);
-      w.u8(static_cast<uint8_t>(wire::Status::ok));
-      c.out += w.bytes();
-      break;
-    }
-    case wire::Op::add: {
-      std::string key;
-      int64_t delta = 0;
-      if (!r.str(key, wire::kMaxFieldBytes) || !r.i64(delta)) return false;
-      c.in.erase(0, r.consumed());
-      int64_t value = 0;
-      if (auto it = data.find(key); it != data.end()) {
-        try {
-          value = std::stoll(it->second);
-        } catch (const std::exception&) {
-          value = 0;  // a non-numeric value restarts the counter, as torch's TCPStore would fail
-        }
-      }
-      value += delta;
-      data[key] = std::to_string(value);
-      w.u8(static_cast<uint8_t>(wire::Status::ok));
-      w.i64(value);
-      c.out += w.bytes();
-      break;
-    }
-    case wire::Op::check: {
-      uint32_t n = 0;
-      if (!r.u32(n)) return false;
-      std::vector<std::string> keys(std::min<uint32_t>(n, 1 << 16));
-      if (n > keys.size()) throw wire::FieldTooLarge("too many keys in one request");
-      for (auto& k : keys) {
-        if (!r.str(k, wire::kMaxFieldBytes)) return false;
-      }
-      c.in.erase(0, r.consumed());
-      w.u8(static_cast<uint8_t>(wire::Status::ok));
-      w.u8(all_present(keys) ? 1 : 0);
-      c.out += w.bytes();
-      break;
-    }
+    case wire::Op::set:
+      return handle_set(c, r);
+    case wire::Op::add:
+      return handle_add(c, r);
+    case wire::Op::check:
+      return handle_check(c, r);
     case wire::Op::get:
-    case wire::Op::wait: {
-      Pending p{op, {}, {}};
-      if (op == wire::Op::get) {
-        p.keys.resize(1);
-        if (!r.str(p.keys[0], wire::kMaxFieldBytes)) return false;
-      } else {
-        uint32_t n = 0;
-        if (!r.u32(n)) return false;
-        if (n > (1 << 16)) throw wire::FieldTooLarge("too many keys in one request");
-        p.keys.resize(n);
-        for (auto& k : p.keys) {
-          if (!r.str(k, wire::kMaxFieldBytes)) return false;
-        }
-      }
-      uint64_t timeout_ms = 0;
-      if (!r.u64(timeout_ms)) return false;
-      c.in.erase(0, r.consumed());
-      timeout_ms = std::min<uint64_t>(timeout_ms, uint64_t{1} << 40);
-      p.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-      c.pending = std::move(p);
-      if (!try_complete(c)) return true;  // parked until its keys appear or it times out
-      break;
-    }
-    default:
-      throw wire::FieldTooLarge("unknown request " + std::to_string(op_byte));
+    case wire::Op::wait:
+      return handle_get_or_wait(c, r, op);
   }
-  // A write may complete requests parked on other connections.
-  if (op == wire::Op::set || op == wire::Op::add) {
-    for (auto& other : conns) {
-      if (other.get() != &c && other->fd >= 0 && other->pending && try_complete(*other)) {
-        process(*other);
-      }
-    }
+  throw wire::FieldTooLarge("unknown request " + std::to_string(op_byte));
+}
+
+// The first request of a connection: the job token.
+bool TcpStoreServer::Impl::handle_hello(Conn& c, wire::Reader& r) {
+  std::string presented;
+  if (!r.str(presented, wire::kMaxTokenBytes)) return false;
+  c.in.erase(0, r.consumed());
+  if (constant_time_equal(presented, token)) {
+    c.authenticated = true;
+    reply_status(c, wire::Status::ok);
+  } else {
+    log_refused("rejected a client from " + peer_name(c.fd) + " that presented a wrong job token");
+    reply_status(c, wire::Status::rejected);
+    c.close_after_flush = true;
   }
   return true;
+}
+
+bool TcpStoreServer::Impl::handle_set(Conn& c, wire::Reader& r) {
+  std::string key, value;
+  if (!r.str(key, wire::kMaxFieldBytes) || !r.str(value, wire::kMaxFieldBytes)) return false;
+  c.in.erase(0, r.consumed());
+  data[key] = std::move(value);
+  reply_status(c, wire::Status::ok);
+  complete_waiters(c);
+  return true;
+}
+
+bool TcpStoreServer::Impl::handle_add(Conn& c, wire::Reader& r) {
+  std::string key;
+  int64_t delta = 0;
+  if (!r.str(key, wire::kMaxFieldBytes) || !r.i64(delta)) return false;
+  c.in.erase(0, r.consumed());
+  int64_t value = 0;
+  if (auto it = data.find(key); it != data.end()) {
+    try {
+      value = std::stoll(it->second);
+    } catch (const std::exception&) {
+      value = 0;  // a non-numeric value restarts the counter, as torch's TCPStore would fail
+    }
+  }
+  value += delta;
+  data[key] = std::to_string(value);
+  wire::Writer w;
+  w.u8(static_cast<uint8_t>(wire::Status::ok));
+  w.i64(value);
+  c.out += w.bytes();
+  complete_waiters(c);
+  return true;
+}
+
+bool TcpStoreServer::Impl::handle_check(Conn& c, wire::Reader& r) {
+  uint32_t n = 0;
+  if (!r.u32(n)) return false;
+  std::vector<std::string> keys(std::min<uint32_t>(n, 1 << 16));
+  if (n > keys.size()) throw wire::FieldTooLarge("too many keys in one request");
+  for (auto& k : keys) {
+    if (!r.str(k, wire::kMaxFieldBytes)) return false;
+  }
+  c.in.erase(0, r.consumed());
+  wire::Writer w;
+  w.u8(static_cast<uint8_t>(wire::Status::ok));
+  w.u8(all_present(keys) ? 1 : 0);
+  c.out += w.bytes();
+  return true;
+}
+
+// get (one key, its value in the reply) and wait (keys, no value): answered now when the
+// keys exist, else parked until they appear or the request's timeout passes.
+bool TcpStoreServer::Impl::handle_get_or_wait(Conn& c, wire::Reader& r, wire::Op op) {
+  Pending p{op, {}, {}};
+  if (op == wire::Op::get) {
+    p.keys.resize(1);
+    if (!r.str(p.keys[0], wire::kMaxFieldBytes)) return false;
+  } else {
+    uint32_t n = 0;
+    if (!r.u32(n)) return false;
+    if (n > (1 << 16)) throw wire::FieldTooLarge("too many keys in one request");
+    p.keys.resize(n);
+    for (auto& k : p.keys) {
+      if (!r.str(k, wire::kMaxFieldBytes)) return false;
+    }
+  }
+  uint64_t timeout_ms = 0;
+  if (!r.u64(timeout_ms)) return false;
+  c.in.erase(0, r.consumed());
+  timeout_ms = std::min<uint64_t>(timeout_ms, uint64_t{1} << 40);
+  p.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  c.pending = std::move(p);
+  try_complete(c);  // if not complete: parked until its keys appear or it times out
+  return true;
+}
+
+void TcpStoreServer::Impl::reply_status(Conn& c, wire::Status status) {
+  c.out.push_back(static_cast<char>(status));
+}
+
+// A write (by `writer`) may complete requests parked on other connections.
+void TcpStoreServer::Impl::complete_waiters(Conn& writer) {
+  for (auto& other : conns) {
+    if (other.get() != &writer && other->fd >= 0 && other->pending && try_complete(*other)) {
+      process(*other);
+    }
+  }
 }
 
 bool TcpStoreServer::Impl::try_complete(Conn& c) {

@@ -116,6 +116,9 @@ TEST_CASE("when node 0's launcher dies, the other nodes stop too", "[launch][int
   ProcResult r1 = node1.wait(30s);
   INFO(r1.err);
   CHECK(r1.exit_code == 3);
+  // Whichever it notices first (a worker failing, or the store gone), node 1 names node 0.
+  CHECK_THAT(r1.err, Catch::Contains("node 0 (127.0.0.1, whose rendezvous store is gone) "
+                                     "stopped responding"));
   CHECK(eventually([&] { return processes_mentioning(dir.path().string()).empty(); }, 5s));
 }
 
