@@ -34,7 +34,7 @@ void option_words(const CLI::App& app, std::string& options, std::string& flags)
     for (const std::string& n : opt->get_lnames()) names.push_back("--" + n);
     for (const std::string& n : opt->get_snames()) names.push_back("-" + n);
     all.insert(all.end(), names.begin(), names.end());
-    if (opt->get_type_size() == 0) no_value.insert(no_value.end(), names.begin(), names.end());
+    if (opt->get_expected_max() == 0) no_value.insert(no_value.end(), names.begin(), names.end());
   }
   options = join_words(all);
   flags = join_words(no_value);
@@ -137,22 +137,30 @@ std::string troff_text(const std::string& text) {
   return out;
 }
 
+// The help text of `app` as `path --help` prints it. Through the formatter: App::help()
+// would print the help of the subcommand this run parsed (`man`) instead.
+std::string help_of(const CLI::App& app, const std::string& path) {
+  return app.get_formatter()->make_help(&app, path, CLI::AppFormatMode::Normal);
+}
+
 void man_sections(const CLI::App& app, const std::string& path, std::string& out) {
   for (const CLI::App* s : visible_subcommands(app)) {
     const std::string name = path + " " + s->get_name();
     out += ".SS \"" + name + "\"\n" + troff_text(s->get_description()) + "\n.PP\n.nf\n" +
-           troff_text(s->help()) + "\n.fi\n";
+           troff_text(help_of(*s, name)) + "\n.fi\n";
     man_sections(*s, name, out);
   }
 }
 
 std::string man_page(const CLI::App& app) {
+  std::string summary = app.get_description();  // "trainctl: distributed training ..."
+  if (summary.rfind("trainctl: ", 0) == 0) summary = summary.substr(10);
   std::string version = version_text();
   version = version.substr(0, version.find('\n'));
   std::string out = ".TH TRAINCTL 1 \"\" \"" + troff_text(version) + "\" \"User Commands\"\n" +
-                    ".SH NAME\ntrainctl \\- " + troff_text(app.get_description()) +
+                    ".SH NAME\ntrainctl \\- " + troff_text(summary) +
                     "\n.SH SYNOPSIS\n.B trainctl\n\\fICOMMAND\\fR [\\fIOPTIONS\\fR]\n" +
-                    ".SH DESCRIPTION\n.nf\n" + troff_text(app.help()) + "\n.fi\n" +
+                    ".SH DESCRIPTION\n.nf\n" + troff_text(help_of(app, "trainctl")) + "\n.fi\n" +
                     ".SH COMMANDS\n";
   man_sections(app, "trainctl", out);
   out +=

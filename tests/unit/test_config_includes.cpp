@@ -31,7 +31,7 @@ optimizer:
 TEST_CASE("config: include merges key by key, the including file on top", "[config]") {
   const TempDir dir;
   dir.write_text("base.yaml", kBase);
-  dir.write_text("more.yaml", "optimizer: {warmup_steps: 9}\ntraining: {steps: 4}\n");
+  dir.write_text("more.yaml", "optimizer: {warmup_steps: 9}\ntraining: {steps: 40}\n");
   const fs::path job = dir.write_text("job.yaml", R"(include: [base.yaml, more.yaml]
 name: job
 optimizer:
@@ -42,7 +42,7 @@ optimizer:
   CHECK(spec.model.n_layer == 3);           // from base.yaml
   CHECK(spec.optimizer.lr == 0.002);        // job.yaml's own wins
   CHECK(spec.optimizer.warmup_steps == 9);  // more.yaml, after base.yaml, wins
-  CHECK(spec.training.steps == 4);
+  CHECK(spec.training.steps == 40);
   CHECK(spec.run_dir == dir.path() / "runs/job");  // next to the spec that was run
   // A single name works as well as a list; --set still goes on top of everything.
   const fs::path one = dir.write_text("one.yaml", "include: base.yaml\n");
