@@ -80,6 +80,8 @@ std::string bash_script(const CLI::App& app) {
          cases +
          "    *) subs=\"\"; opts=\"\"; flags=\"\" ;;\n  esac\n}\n\n"
          "_trainctl() {\n"
+         "  # zsh (bashcompinit): bash's 0-based arrays.\n"
+         "  [[ -n ${ZSH_VERSION-} ]] && setopt localoptions ksharrays\n"
          "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
          "  local path=trainctl subs opts flags i\n"
          "  _trainctl_level \"$path\"\n"

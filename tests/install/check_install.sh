@@ -46,4 +46,17 @@ bash -c '
   [[ $(ask trainctl train job.yaml --set optimizer.l) == "optimizer.lr=" ]] || { echo "set: $(ask trainctl train job.yaml --set optimizer.l)"; exit 1; }
   [[ -z $(ask trainctl wor) ]] || { echo "hidden command offered"; exit 1; }
 ' _ "$bash_completion" || fail "bash completion"
+# zsh, where installed: the same function through bashcompinit (bash's word numbering).
+# zsh's compgen does not filter by the prefix (compadd does, afterwards), so the answers
+# are the candidates of the right command level.
+if command -v zsh > /dev/null 2>&1; then
+  zsh -f -c '
+    autoload -U compinit && compinit -u -D
+    source "$1"
+    ask() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _trainctl; print -r -- " ${COMPREPLY[*]} "; }
+    [[ $(ask trainctl va) == *" validate "* ]] || { print "zsh commands: $(ask trainctl va)"; exit 1; }
+    [[ $(ask trainctl ckpt ver) == " info verify export " ]] || { print "zsh nested: $(ask trainctl ckpt ver)"; exit 1; }
+    [[ $(ask trainctl train --re) == *" --resume "* ]] || { print "zsh options: $(ask trainctl train --re)"; exit 1; }
+  ' _ "$prefix/share/zsh/site-functions/_trainctl" || fail "zsh completion"
+fi
 echo "ok: installed into $prefix and ran"
