@@ -108,8 +108,10 @@ const MapReader::Entry* MapReader::find(const std::string& key) const {
 }
 
 std::string MapReader::where(const std::string& key_path, const Entry& entry) const {
-  // yaml-cpp marks an empty value at the start of the next line: point at its key instead.
-  const YAML::Node& at = entry.value.IsNull() ? entry.key_node : entry.value;
+  // yaml-cpp marks an empty value at the start of the next line, and a section merged from
+  // included files (config/includes.h) has no mark: point at the key instead.
+  const bool unmarked = entry.value.IsNull() || entry.value.Mark().is_null();
+  const YAML::Node& at = unmarked ? entry.key_node : entry.value;
   return locations_->describe(key_path, at.Mark());
 }
 
