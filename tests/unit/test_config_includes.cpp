@@ -111,3 +111,12 @@ TEST_CASE("config: a key given twice in one file is still an error after include
   const fs::path job = dir.write_text("job.yaml", "include: base.yaml\nseed: 1\nseed: 2\n");
   CHECK(load_error(job).find("seed: given twice") != std::string::npos);
 }
+
+TEST_CASE("config: a problem with a merged section points at its key", "[config]") {
+  const TempDir dir;
+  dir.write_text("base.yaml", "name: base\nmodel: {vocab_size: 256}\ndata: {type: text}\n");
+  const fs::path job =
+      dir.write_text("job.yaml", "include: base.yaml\ndata: {val_fraction: 0.1}\n");
+  // data.path is missing: the message points at the `data:` of the including file.
+  CHECK(load_error(job).rfind(job.string() + ":2:1: data.path: is required", 0) == 0);
+}
