@@ -10,6 +10,12 @@ namespace trainctl::config::detail {
 
 namespace {
 
+// Defaults may hold variables with defaults of their own; deeper than this is no real spec
+// (and unbounded nesting would recurse once per level of a 1 MiB value).
+constexpr int kMaxNesting = 8;
+
+std::string expand(const std::string& text, const EnvLookup& env, int depth);
+
 bool name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -36,7 +42,7 @@ std::string unset_message(const std::string& name) {
 }
 
 // `body` is what stands between `${` and `}`: NAME or NAME:-default.
-std::string expand_braced(const std::string& body, const EnvLookup& env) {
+std::string expand_braced(const std::string& body, const EnvLookup& env, int depth) {
   size_t end = 0;
   while (end < body.size() && name_char(body[end])) ++end;
   const std::string name = body.substr(0, end);
@@ -48,7 +54,13 @@ std::string expand_braced(const std::string& body, const EnvLookup& env) {
                      "literal $.");
   }
   const std::optional<std::string> value = env(name);
-  if (has_default && (!value || value->empty())) return expand_variables(body.substr(end + 2), env);
+  if (has_default && (!value || value->empty())) {
+    if (depth >= kMaxNesting) {
+      throw InputError("variables nested more than " + std::to_string(kMaxNesting) +
+                       " deep in a default (${A:-${B:-...}}); write fewer levels.");
+    }
+    return expand(body.substr(end + 2), env, depth + 1);
+  }
   if (!value) throw InputError(unset_message(name));
   return *value;
 }
@@ -64,6 +76,12 @@ EnvLookup process_environment() {
 }
 
 std::string expand_variables(const std::string& text, const EnvLookup& env) {
+  return expand(text, env, 0);
+}
+
+namespace {
+
+std::string expand(const std::string& text, const EnvLookup& env, int depth) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -79,7 +97,7 @@ std::string expand_variables(const std::string& text, const EnvLookup& env) {
         throw InputError("`" + text.substr(i) +
                          "` has no closing }: write ${NAME}, or $$ for a literal $.");
       }
-      out += expand_braced(text.substr(i + 2, close - i - 2), env);
+      out += expand_braced(text.substr(i + 2, close - i - 2), env, depth);
       i = close;
     } else {
       size_t end = i + 1;
@@ -93,8 +111,6 @@ std::string expand_variables(const std::string& text, const EnvLookup& env) {
   }
   return out;
 }
-
-namespace {
 
 // Aliases (`*anchor`) make one node appear in several places: each is expanded once (its
 // mark is unique within a document), which also keeps a tree of aliases from being walked

@@ -76,6 +76,12 @@ TEST_CASE("config: ${VAR}, ${VAR:-default}, $VAR and $$ expand", "[config]") {
   CHECK(expansion_error("${SCRATCH").find("no closing }") != std::string::npos);
   CHECK(expansion_error("${1A}").find("is not a variable") != std::string::npos);
   CHECK(expansion_error("${A B}").find("is not a variable") != std::string::npos);
+  // Defaults nest, but not without bound (a 1 MiB value of `${A:-` would recurse per level).
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "${U" + std::to_string(i % 10) + ":-";
+  deep += "x" + std::string(100000, '}');
+  CHECK(expansion_error(deep).find("nested more than 8 deep") != std::string::npos);
+  CHECK(expand_variables("${A:-${B:-${C:-ok}}}", lookup) == "ok");
   CHECK(expand_home("~/corpus.txt", lookup) == "/home/u1/corpus.txt");
   CHECK(expand_home("~", lookup) == "/home/u1");
   CHECK(expand_home("a/~/b", lookup) == "a/~/b");
