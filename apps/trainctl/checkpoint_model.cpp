@@ -1,7 +1,11 @@
 #include "checkpoint_model.h"
 
+#include <set>
+#include <vector>
+
 #include "checkpoint/commit.h"
 #include "checkpoint/metadata.h"
+#include "checkpoint/shard_writer.h"
 #include "train/spec_options.h"
 #include "util/error.h"
 
@@ -17,7 +21,40 @@ std::string model_dims(const model::ModelConfig& c) {
          ", n_head " + std::to_string(c.n_head) + ", d_model " + std::to_string(c.d_model);
 }
 
+// The state buffers each optimizer.type reads back on resume (lib/optim/optimizer.cpp,
+// state_names(); the workers refuse a checkpoint without them).
+std::vector<std::string> optimizer_states(const std::string& type) {
+  if (type == "adamw") return {"exp_avg", "exp_avg_sq"};
+  if (type == "sgd") return {"momentum_buffer"};
+  return {};
+}
+
+// The optimizer states metadata.json lists tensors of ("exp_avg", ...).
+std::set<std::string> saved_states(const checkpoint::CheckpointMetadata& meta) {
+  std::set<std::string> out;
+  const std::string prefix = checkpoint::kOptimizerPrefix;
+  for (const checkpoint::FileRecord& file : meta.files) {
+    for (const checkpoint::TensorRecord& t : file.tensors) {
+      if (!checkpoint::is_optimizer_tensor(t.name)) continue;
+      const std::string rest = t.name.substr(prefix.size());
+      out.insert(rest.substr(0, rest.find('.')));
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void check_checkpoint_optimizer(const fs::path& dir, const config::JobSpec& spec) {
+  const std::set<std::string> saved = saved_states(checkpoint::read_metadata(dir));
+  for (const std::string& state : optimizer_states(spec.optimizer.type)) {
+    if (saved.count(state)) continue;
+    throw InputError((dir / checkpoint::kMetadataFile).string() + ": the checkpoint has no " +
+                     spec.optimizer.type + " state (" + state +
+                     "): it was written with another optimizer.type. Resume with the optimizer "
+                     "that wrote it, or start over with --resume none.");
+  }
+}
 
 void check_checkpoint_model(const fs::path& dir, const config::JobSpec& spec,
                             const std::string& job, const std::string& fix) {

@@ -1,7 +1,8 @@
 #pragma once
-// The model a checkpoint holds, checked against the job's before any worker starts (the
-// workers would refuse it only after starting and running their self-test). Layouts need
-// no check: a checkpoint loads into any dp/tp/pp/ZeRO layout.
+// The model (and, to resume, the optimizer state) a checkpoint holds, checked against the
+// job's before any worker starts: the workers would refuse it only after starting and
+// running their self-test (lib/train/resume_choice.cpp, checkpoint_restore.cpp). Layouts
+// need no check: a checkpoint loads into any dp/tp/pp/ZeRO layout.
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -15,6 +16,10 @@ namespace trainctl::app {
 // that does not read.
 void check_checkpoint_model(const std::filesystem::path& dir, const config::JobSpec& spec,
                             const std::string& job, const std::string& fix);
+
+// Resuming also needs the job's optimizer state (another optimizer.type wrote none): an
+// InputError naming dir/metadata.json and the missing state.
+void check_checkpoint_optimizer(const std::filesystem::path& dir, const config::JobSpec& spec);
 
 // The checkpoint `train --resume` makes the workers load first: none for `none` or a run
 // without checkpoints; for `auto` the first of checkpoint::auto_resume_order whose

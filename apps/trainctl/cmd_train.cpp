@@ -74,6 +74,7 @@ int cmd_train(const LaunchArgs& args) {
                                  "overwrites the checkpoints)."
                                : "Resume with the job spec that wrote it, or start over with "
                                  "--resume none.");
+    check_checkpoint_optimizer(*dir, spec);
   }
   opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
   const int rc = launch::run_launcher(spec, opt);

@@ -1,7 +1,7 @@
-// Resuming a checkpoint of another model is refused by the launcher, before any worker
-// starts (issue 37, item 4), with --resume auto and with --resume PATH; another layout is
-// not refused (checkpoints load into any dp/tp/pp). And `trainctl eval RUN_DIR|CKPT` reads
-// the run's config.resolved.yaml (item 6).
+// Resuming a checkpoint of another model (or without the job's optimizer state) is refused
+// by the launcher, before any worker starts (issue 37, item 4), with --resume auto and with
+// --resume PATH; another layout is not refused (checkpoints load into any dp/tp/pp). And `trainctl
+// eval RUN_DIR|CKPT` reads the run's config.resolved.yaml (item 6).
 #include <catch2/catch.hpp>
 
 #include "integration/helpers.h"
@@ -46,6 +46,16 @@ TEST_CASE("resume of another model is refused before any worker starts", "[resum
     CHECK_THAT(r.out + r.err, !Catch::Contains("started 1 worker"));  // none was launched
     CHECK(read_text(fs::path(run) / "metrics.jsonl") == metrics);
   }
+
+  // Another optimizer.type: its state is not in the checkpoint, refused the same way.
+  const ProcResult sgd =
+      trainctl_in(dir.path(), {"train", job.string(), "--set", "run_dir=" + run, "--set",
+                               "optimizer.type=sgd", "--set", "training.steps=12"});
+  INFO(sgd.out << sgd.err);
+  CHECK(sgd.exit_code == 2);
+  CHECK_THAT(sgd.err, Catch::Contains(step8 + "/metadata.json: the checkpoint has no sgd state "
+                                              "(momentum_buffer)"));
+  CHECK_THAT(sgd.out + sgd.err, !Catch::Contains("started 1 worker"));
 
   // Another layout of the same model resumes.
   const ProcResult layout =
