@@ -39,6 +39,11 @@ fs::path run_dir_of(const fs::path& source) {
 
 EvalSource resolve_eval_source(const fs::path& source, const std::string& from) {
   std::error_code ec;
+  if (!fs::exists(source, ec)) {
+    throw InputError("eval " + source.string() +
+                     ": no such file or directory; give a run directory (runs/<name>), a "
+                     "checkpoint inside one, or a job spec with --from CKPT");
+  }
   if (!fs::is_directory(source, ec)) {
     // A job spec (or a path that is nothing: load_job_spec says so).
     if (from.empty()) {

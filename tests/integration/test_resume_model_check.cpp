@@ -78,6 +78,9 @@ TEST_CASE("resume of another model is refused before any worker starts", "[resum
     const ProcResult no_from = trainctl_in(dir.path(), {"eval", job.string()});
     CHECK(no_from.exit_code == 2);
     CHECK_THAT(no_from.err, Catch::Contains("--from CKPT is required with a job spec"));
+    const ProcResult typo = trainctl_in(dir.path(), {"eval", run + "-typo"});
+    CHECK(typo.exit_code == 2);
+    CHECK_THAT(typo.err, Catch::Contains("-typo: no such file or directory"));
     const ProcResult nothing = trainctl_in(dir.path(), {"eval", dir.path().string()});
     CHECK(nothing.exit_code == 2);
     CHECK_THAT(nothing.err, Catch::Contains("no config.resolved.yaml here"));
