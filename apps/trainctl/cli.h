@@ -36,6 +36,8 @@ void add_eval_command(CLI::App& app, Dispatches& out);
 void add_sample_command(CLI::App& app, Dispatches& out);
 void add_report_command(CLI::App& app, Dispatches& out);
 void add_data_command(CLI::App& app, Dispatches& out);
+// `completion bash|zsh` and the hidden `man`: generated from `app`, so add it last.
+void add_completion_command(CLI::App& app, Dispatches& out);
 
 extern const char* const kExitCodesHelp;
 extern const char* const kClusterHelp;

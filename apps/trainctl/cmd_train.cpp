@@ -3,6 +3,7 @@
 
 #include "checkpoint/commit.h"
 #include "checkpoint/errors.h"
+#include "checkpoint_model.h"
 #include "ckpt_commands.h"
 #include "cli.h"
 #include "config/load.h"
@@ -62,7 +63,20 @@ int cmd_train(const LaunchArgs& args) {
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
   check_gpus(spec, opt.cluster.nnodes);
   check_memory_fits(spec, launch::workers_per_node(spec.world_size(), opt.cluster.nnodes));
-  opt.worker_env.emplace_back("TRAINCTL_RESUME", resolve_resume(args.resume));
+  const std::string resume = resolve_resume(args.resume);
+  // The checkpoint's model, before any worker starts (they would refuse it only after their
+  // start-up and self-test).
+  if (const std::optional<fs::path> dir = resume_candidate(spec, resume)) {
+    check_checkpoint_model(*dir, spec, args.job.string(),
+                           resume == "auto"
+                               ? "It is run_dir's newest checkpoint: set another run_dir for "
+                                 "this model, or start over with --resume none (which "
+                                 "overwrites the checkpoints)."
+                               : "Resume with the job spec that wrote it, or start over with "
+                                 "--resume none.");
+    check_checkpoint_optimizer(*dir, spec);
+  }
+  opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
   const int rc = launch::run_launcher(spec, opt);
   // checkpoint.export_hf: node 0 converts the final checkpoint once every worker is done.
   if (rc == kExitOk && spec.checkpoint.export_hf && opt.cluster.node_rank == 0) {

@@ -48,22 +48,43 @@ int cmd_validate(const std::filesystem::path& job, const std::vector<std::string
   return kExitOk;
 }
 
+namespace {
+
+// `validate --show-resolved`: the spec as the workers get it (includes merged, variables
+// expanded, defaults filled in, paths absolute), as YAML on stdout; checks as `validate`.
+int show_resolved(const std::filesystem::path& job, const std::vector<std::string>& overrides) {
+  const config::JobSpec spec = config::load_job_spec(job, overrides);
+  train::check_data(spec);
+  std::fputs(config::to_yaml(spec).c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
 void add_validate_command(CLI::App& app, Dispatches& out) {
   struct Options {
     JobOptions job;
     ClusterOptions cluster;
+    bool show_resolved = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "Check a job spec and show the resolved setup and rank map (starts nothing)");
   o->job.add_to(cmd);
   o->cluster.add_to(cmd, false);
+  cmd->add_flag("--show-resolved", o->show_resolved,
+                "Print the resolved spec as YAML instead: includes merged, variables expanded, "
+                "defaults filled in, paths absolute (what the run writes to "
+                "run_dir/config.resolved.yaml)");
   cmd->footer(
-      "Example:\n  trainctl validate job.yaml --set parallel.tp=2 --nnodes 2\n\n"
+      "Example:\n  trainctl validate job.yaml --set parallel.tp=2 --nnodes 2\n"
+      "  trainctl validate job.yaml --show-resolved > resolved.yaml\n\n"
       "Prints the model and batch arithmetic, a memory estimate and which node, local slot\n"
       "and (dp, tp, pp) coordinates each rank gets. Exit code 2 when the spec is invalid.");
-  out.push_back(
-      {cmd, [o] { return cmd_validate(o->job.job, o->job.overrides, o->cluster.flags()); }});
+  out.push_back({cmd, [o] {
+                   if (o->show_resolved) return show_resolved(o->job.job, o->job.overrides);
+                   return cmd_validate(o->job.job, o->job.overrides, o->cluster.flags());
+                 }});
 }
 
 }  // namespace trainctl::app

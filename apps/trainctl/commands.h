@@ -24,9 +24,20 @@ struct LaunchArgs {
 
 int cmd_train(const LaunchArgs& args);
 // `quick`: small messages only (checks the wiring of every group in a fraction of the time).
-// `trainctl eval JOB --from CKPT`: the checkpoint's validation loss and bits per byte on the
-// job's data, on the job's layout (launcher and workers, WorkerMode::eval).
-int cmd_eval(const LaunchArgs& args, const std::filesystem::path& from);
+// What `trainctl eval SOURCE [--from CKPT]` evaluates: the job spec (a run's
+// config.resolved.yaml when SOURCE is a run directory or a checkpoint in one; else SOURCE,
+// a job spec, which needs --from) and the checkpoint (--from, else SOURCE).
+struct EvalSource {
+  std::filesystem::path spec;
+  std::filesystem::path checkpoint;
+  std::optional<std::filesystem::path> run_dir;  // the run directory found, if any
+};
+// InputError when SOURCE is a directory without a config.resolved.yaml in or above it, or a
+// job spec without --from.
+EvalSource resolve_eval_source(const std::filesystem::path& source, const std::string& from);
+// The checkpoint's validation loss and bits per byte on the job's data, on the job's layout
+// (launcher and workers, WorkerMode::eval).
+int cmd_eval(const LaunchArgs& args, const EvalSource& source);
 int cmd_selftest(const LaunchArgs& args, int repeat, bool quick);
 int cmd_validate(const std::filesystem::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster);

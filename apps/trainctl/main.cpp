@@ -19,13 +19,9 @@ using namespace trainctl::app;
 void check_command_name(const CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return;
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) {
-         return !s->get_group().empty();  // the hidden `worker` is not suggested
-       })) {
-    names.push_back(sub->get_name());
-  }
-  for (const std::string& name : names) {
-    if (name == argv[1] || argv[1] == std::string("worker")) return;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return;  // hidden ones (`worker`, `man`) run too
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());  // but are not suggested
   }
   throw trainctl::InputError("unknown command '" + std::string(argv[1]) + "'." +
                              trainctl::config::detail::did_you_mean(argv[1], names) +
@@ -50,7 +46,8 @@ int run(int argc, char** argv) {
     add(app, commands);
   }
   CLI::App* worker = app.add_subcommand("worker", "Run one worker (started by the launcher)");
-  worker->group("");  // hidden: users never type it
+  worker->group("");                      // hidden: users never type it
+  add_completion_command(app, commands);  // last: it lists the commands above
 
   check_command_name(app, argc, argv);
   try {

@@ -11,13 +11,16 @@ namespace {
 
 using detail::format_real;
 
-// Strings are always double-quoted so that names like `true` or `123` stay strings.
+// Strings are always double-quoted so that names like `true` or `123` stay strings, and
+// every `$` is written `$$` so that a path like /data/$x reads back as written.
 std::string quoted(const std::string& text) {
   std::string out = "\"";
   for (const char c : text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
+    } else if (c == '$') {
+      out += "$$";  // reading it back expands variables (config/variables.h): `$$` is a `$`
     } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {  // not printable in YAML
       char escape[8];
       std::snprintf(escape, sizeof escape, "\\x%02x", static_cast<unsigned>(c));

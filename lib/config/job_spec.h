@@ -45,7 +45,7 @@ struct ModelSpec {
 
 struct DataSpec {
   std::string type = "synthetic";  // synthetic | text | tokens
-  std::filesystem::path path;      // text/tokens: resolved against the spec file's dir
+  std::filesystem::path path;      // text/tokens: absolute (config/load.h: the path rule)
   double val_fraction = 0.05;      // tail of the corpus held out for validation
 
   bool operator==(const DataSpec&) const = default;

@@ -2,11 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "config/includes.h"
 #include "config/locations.h"
 #include "config/overrides.h"
 #include "config/sections.h"
 #include "config/validate.h"
-#include "config/yaml_documents.h"
+#include "config/variables.h"
 #include "util/error.h"
 #include "util/regular_file.h"
 
@@ -16,60 +17,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string place(const std::string& origin, const YAML::Mark& mark) {
-  if (mark.is_null()) return origin;
-  return origin + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
-}
-
-YAML::Node parse_document(const std::string& yaml_text, const std::string& origin) {
-  YAML::Node document;
+// `~` first, then the one rule for relative paths (Locations::base_dir).
+fs::path resolve(const fs::path& path, const std::string& key, const detail::Locations& locations,
+                 const detail::EnvLookup& env) {
+  fs::path expanded;
   try {
-    // Counted first, without LoadAll (yaml_documents.h: it can loop forever).
-    const detail::DocumentCount count = detail::count_yaml_documents(yaml_text);
-    if (count.documents > 1) {
-      throw InputError(place(origin, count.second.value_or(YAML::Mark::null_mark())) +
-                       ": a second YAML document starts here; a job spec is one document. Remove "
-                       "the `---` separator and what follows, or text left after the spec (such "
-                       "as a stray `,`).");
-    }
-    document = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp reports where it noticed the problem, which is often the line after the
-    // real mistake (an unclosed bracket, a key indented differently from its siblings).
-    throw InputError(place(origin, e.mark) + ": invalid YAML: " + e.msg +
-                     ". Check this line and the one before it: keys of one section need the "
-                     "same indentation, and every [ or { needs its closing ] or }.");
+    expanded = detail::expand_home(path.string(), env);
+  } catch (const InputError& e) {
+    detail::fail(locations.where(key), key, e.what());
   }
-  if (document.IsNull()) {
-    throw InputError(origin + ": the job spec is empty; see configs/quickstart.yaml for a start.");
-  }
-  if (!document.IsMap()) {
-    const YAML::Mark m = document.Mark();
-    throw InputError(place(origin, m) +
-                     ": the job spec must be a map of sections (`model:`, `training:`, ...).");
-  }
-  return document;
+  if (expanded.is_absolute()) return expanded.lexically_normal();
+  return (locations.base_dir(key) / expanded).lexically_normal();
 }
 
-fs::path resolve(const fs::path& path, const fs::path& base) {
-  return (path.is_absolute() ? path : base / path).lexically_normal();
-}
-
-}  // namespace
-
-JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
-                       const fs::path& base_dir, const std::vector<std::string>& overrides) {
-  detail::Locations locations(origin);
-  YAML::Node root = parse_document(yaml_text, origin);
+JobSpec parse_source(const detail::SpecSource& source, const std::vector<std::string>& overrides) {
+  const detail::EnvLookup env = detail::process_environment();
+  detail::Locations locations(source.name);
+  YAML::Node root = detail::compose_spec(source, locations, env);
   detail::apply_overrides(root, overrides, locations);
   JobSpec spec = detail::read_job_spec(root, locations);
 
-  const fs::path base = base_dir.empty() ? fs::current_path() : fs::absolute(base_dir);
-  const fs::path cwd = fs::current_path();
-  auto base_for = [&](const std::string& key) { return locations.from_override(key) ? cwd : base; };
-  if (!spec.data.path.empty()) spec.data.path = resolve(spec.data.path, base_for("data.path"));
-  spec.run_dir = spec.run_dir.empty() ? resolve(fs::path("runs") / spec.name, base)
-                                      : resolve(spec.run_dir, base_for("run_dir"));
+  if (!spec.data.path.empty())
+    spec.data.path = resolve(spec.data.path, "data.path", locations, env);
+  // The default run_dir is next to the spec that was run (not an included file).
+  spec.run_dir = spec.run_dir.empty() ? (source.dir / "runs" / spec.name).lexically_normal()
+                                      : resolve(spec.run_dir, "run_dir", locations, env);
 
   detail::validate_job_spec(spec, locations);
   for (const char* key : {"model.vocab_size", "data.path"}) {
@@ -78,10 +50,20 @@ JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
   return spec;
 }
 
+}  // namespace
+
+JobSpec parse_job_spec(const std::string& yaml_text, const std::string& origin,
+                       const fs::path& base_dir, const std::vector<std::string>& overrides) {
+  const fs::path base = base_dir.empty() ? fs::current_path() : fs::absolute(base_dir);
+  return parse_source({yaml_text, origin, base, std::nullopt}, overrides);
+}
+
 JobSpec load_job_spec(const fs::path& file, const std::vector<std::string>& overrides) {
   const RegularFile spec_file(file, "job spec file");
   const std::string text = spec_file.read_all(kMaxSpecBytes);
-  JobSpec spec = parse_job_spec(text, file.string(), file.parent_path(), overrides);
+  const fs::path base =
+      file.parent_path().empty() ? fs::current_path() : fs::absolute(file.parent_path());
+  JobSpec spec = parse_source({text, file.string(), base, file}, overrides);
   spec.spec_path = fs::absolute(file).lexically_normal();
   return spec;
 }

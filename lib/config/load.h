@@ -18,9 +18,11 @@ namespace trainctl::config {
 inline constexpr uint64_t kMaxSpecBytes = 1024 * 1024;
 
 // Parses and validates the spec file, applying `overrides` ("key.path=value", the value read
-// as YAML: `optimizer.betas=[0.9,0.99]`) exactly as if they were in the file. Relative
-// `run_dir` and `data.path` in the file are resolved against the file's directory; in an
-// override, against the current directory (where the user typed them). `run_dir` defaults
+// as YAML: `optimizer.betas=[0.9,0.99]`) exactly as if they were in the file. Files named by
+// `include:` are merged in first and environment variables expanded (config/includes.h,
+// config/variables.h). One rule for relative paths (`run_dir`, `data.path`, after `~`): a
+// value from a file is resolved against the directory of the file that set it, a value from
+// an override against the current directory (where the user typed it). `run_dir` defaults
 // to `runs/<name>` next to the spec. The result has absolute paths and spec_path set.
 // The file must be a regular file of at most kMaxSpecBytes (a FIFO, a device such as
 // /dev/zero or a directory is refused without reading it), else InputError.

@@ -30,10 +30,44 @@ const Locations::Override* Locations::override_for(const std::string& key_path) 
   return nullptr;
 }
 
+void Locations::set_file(const std::string& key_path, std::string name) {
+  files_[key_path] = std::move(name);
+}
+
+const std::string& Locations::file_of(const std::string& key_path) const {
+  for (std::string path = key_path;;) {
+    if (auto it = files_.find(path); it != files_.end()) return it->second;
+    if (path.empty()) return origin_;
+    const size_t cut = path.find_last_of(".[");
+    path.resize(cut == std::string::npos ? 0 : cut);
+  }
+}
+
+void Locations::set_dir(const std::string& name, std::filesystem::path dir) {
+  dirs_[name] = std::move(dir);
+}
+
+std::filesystem::path Locations::base_dir(const std::string& key_path) const {
+  if (from_override(key_path)) return std::filesystem::current_path();
+  const auto it = dirs_.find(file_of(key_path));
+  return it != dirs_.end() ? it->second : std::filesystem::current_path();
+}
+
+std::string Locations::relative_rule(const std::string& key_path) const {
+  const std::string dir = base_dir(key_path).string();
+  if (from_override(key_path)) {
+    return "(a relative path given with --set is resolved against the current directory, " + dir +
+           ")";
+  }
+  return "(a relative path in a spec file is resolved against that file's directory, " + dir +
+         " for " + file_of(key_path) + ")";
+}
+
 std::string Locations::describe(const std::string& key_path, const YAML::Mark& mark) const {
   if (const Override* o = override_for(key_path)) return o->argument;
-  if (mark.is_null()) return origin_;
-  return origin_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+  const std::string& file = file_of(key_path);
+  if (mark.is_null()) return file;
+  return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
 bool Locations::from_override(const std::string& key_path) const {

@@ -1,5 +1,7 @@
 #include "config/overrides.h"
 
+#include "config/variables.h"
+
 namespace trainctl::config::detail {
 
 namespace {
@@ -46,6 +48,10 @@ void apply_one(YAML::Node& root, const std::string& raw, Locations& locations) {
     fail(argument, key_path,
          "the value is not valid YAML (" + e.msg + "); quote it if it is a string.");
   }
+  // Variables as in a file (`--set 'run_dir=${SCRATCH}/x'`); errors name this argument.
+  Locations here(argument);
+  here.add_override(key_path, argument, {});
+  expand_tree(value, key_path, process_environment(), here);
 
   // Walk (and create) the sections down to the last key. Node::reset rebinds the handle;
   // assigning one Node to another would overwrite the tree's contents instead.

@@ -10,7 +10,8 @@
 
 namespace trainctl::config::detail {
 
-// Parses each "a.b.c=value" (the value as YAML, so `[0.9, 0.99]` is a list) and sets it in
+// Parses each "a.b.c=value" (the value as YAML, so `[0.9, 0.99]` is a list; its variables
+// expanded as in a file, config/variables.h) and sets it in
 // `root` (a map), creating missing sections. Records each in `locations` so later messages
 // about these values name the `--set` argument. Throws InputError for a malformed argument,
 // a value that is not YAML, or a path that runs through a plain value.

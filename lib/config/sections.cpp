@@ -45,10 +45,7 @@ void check_name(const MapReader& top, const std::string& name) {
 }
 
 void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
-  const MapReader r =
-      top.section("model", {"type", "preset", "vocab_size", "seq_len", "n_layer", "n_head",
-                            "d_model", "n_kv_head", "ffn_hidden", "multiple_of", "norm_eps",
-                            "rope_theta", "tie_embeddings"});
+  const MapReader r = top.section("model");
   std::string preset;
   r.read_choice("preset", preset, preset_names(),
                 {{"gpt2", "gpt2-124m"},
@@ -87,7 +84,7 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
 }
 
 void read_data(const MapReader& top, DataSpec& data) {
-  const MapReader r = top.section("data", {"type", "path", "val_fraction"});
+  const MapReader r = top.section("data");
   r.read_choice("type", data.type, {"synthetic", "text", "tokens"},
                 {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}});
   r.read("path", data.path);
@@ -148,7 +145,7 @@ void read_parallel_mode(const MapReader& r, ParallelSpec& parallel) {
                  {"ddp", "data_parallel"},
                  {"ps", "parameter_server"},
                  {"parameter_servers", "parameter_server"}});
-  const MapReader ps = r.section("parameter_server", {"servers", "max_staleness"});
+  const MapReader ps = r.section("parameter_server");
   ps.read("servers", parallel.ps_servers, {1, 1024});
   ps.read("max_staleness", parallel.ps_max_staleness, {0, 1 << 20});
   if (r.has("parameter_server") && parallel.mode != "parameter_server") {
@@ -159,10 +156,7 @@ void read_parallel_mode(const MapReader& r, ParallelSpec& parallel) {
 }
 
 void read_parallel(const MapReader& top, ParallelSpec& parallel) {
-  const MapReader r = top.section(
-      "parallel", {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm", "bucket_mb",
-                   "dp_sync", "sync_every", "outer_lr", "outer_momentum", "grad_compression",
-                   "powersgd_rank", "powersgd_warmup_steps", "mode", "parameter_server"});
+  const MapReader r = top.section("parallel");
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
@@ -180,9 +174,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {
-  const MapReader r = top.section(
-      "training", {"steps", "micro_batch_size", "global_batch_size", "grad_clip", "eval_every",
-                   "eval_batches", "threads", "activation_checkpointing"});
+  const MapReader r = top.section("training");
   r.read("steps", training.steps, {1});
   r.read("micro_batch_size", training.micro_batch_size, {1, 1 << 20});
   // Without an explicit global batch there is no accumulation: one micro-batch per DP rank.
@@ -201,8 +193,7 @@ void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingS
 }
 
 void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
-  const MapReader r = top.section("optimizer", {"type", "lr", "betas", "eps", "weight_decay",
-                                                "warmup_steps", "decay", "min_lr"});
+  const MapReader r = top.section("optimizer");
   r.read_choice("type", opt.type, {"adamw", "sgd"}, {{"adam", "adamw"}});
   r.read("lr", opt.lr, {0, true, kMaxLearningRate, false});
   r.read_pair("betas", opt.beta1, opt.beta2, {0, false, 1, true});
@@ -215,8 +206,7 @@ void read_optimizer(const MapReader& top, OptimizerSpec& opt) {
 }
 
 void read_precision(const MapReader& top, PrecisionSpec& precision) {
-  const MapReader r =
-      top.section("precision", {"compute", "loss_scale", "loss_scale_growth_steps"});
+  const MapReader r = top.section("precision");
   std::string compute = dtype_name(precision.compute);
   r.read_choice("compute", compute, {"fp32", "bf16", "fp16"},
                 {{"float32", "fp32"},
@@ -239,8 +229,7 @@ void read_precision(const MapReader& top, PrecisionSpec& precision) {
 }
 
 void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
-  const MapReader r = top.section(
-      "checkpoint", {"every_steps", "every_minutes", "keep_last", "async", "export_hf"});
+  const MapReader r = top.section("checkpoint");
   r.read("every_steps", checkpoint.every_steps, {0});
   r.read("every_minutes", checkpoint.every_minutes, {0});
   r.read("keep_last", checkpoint.keep_last, {1, 1000000});
@@ -249,7 +238,7 @@ void read_checkpoint(const MapReader& top, CheckpointSpec& checkpoint) {
 }
 
 void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpec& logging) {
-  const MapReader r = top.section("logging", {"every_steps", "tensorboard", "profile_steps"});
+  const MapReader r = top.section("logging");
   r.read("every_steps", logging.every_steps, {1});
   r.read("tensorboard", logging.tensorboard);
   if (!r.has("profile_steps")) return;
@@ -271,8 +260,7 @@ void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpe
 }
 
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
-  const MapReader r = top.section("runtime", {"max_restarts", "comm_timeout_s", "comm_selftest",
-                                              "allreduce_algo", "memory_limit_mb"});
+  const MapReader r = top.section("runtime");
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
   r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true, kMaxCommTimeoutS, false});
   r.read("comm_selftest", runtime.comm_selftest);
@@ -290,10 +278,7 @@ void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
 }  // namespace
 
 JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
-  const MapReader top(root, "",
-                      {"name", "run_dir", "seed", "device", "model", "data", "parallel", "training",
-                       "optimizer", "precision", "checkpoint", "logging", "runtime"},
-                      locations);
+  const MapReader top = MapReader::job_spec(root, locations);
   JobSpec spec;
   top.read("name", spec.name);
   check_name(top, spec.name);

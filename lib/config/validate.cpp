@@ -28,6 +28,9 @@ class Checker {
   [[noreturn]] void fail(const std::string& key_path, const std::string& problem) const {
     detail::fail(locations_.where(key_path), key_path, problem);
   }
+  std::string relative_rule(const std::string& key_path) const {
+    return locations_.relative_rule(key_path);
+  }
 
  private:
   const Locations& locations_;
@@ -360,8 +363,8 @@ void check_data(const JobSpec& s, const Checker& c) {
   std::error_code ec;
   const fs::file_status status = fs::status(d.path, ec);
   if (!fs::exists(status)) {
-    c.fail("data.path", "no such file: " + d.path.string() +
-                            " (relative paths are resolved against the spec file's directory).");
+    c.fail("data.path",
+           "no such file: " + d.path.string() + " " + c.relative_rule("data.path") + ".");
   }
   // A FIFO would hang whoever opens it, a device never ends, a directory is no corpus. The
   // token file's contents are checked before launch too, by data/file_checks.h (the config

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "config/number_text.h"
+#include "config/spec_keys.h"
 #include "config/suggest.h"
 
 namespace trainctl::config::detail {
@@ -14,6 +15,19 @@ namespace {
 bool is_quoted(const YAML::Node& node) {
   const std::string& tag = node.Tag();
   return tag == "!" || tag == "tag:yaml.org,2002:str";
+}
+
+// The same key in another section wins over a near miss in this one: `training.lr` is
+// surely `optimizer.lr`, not a typo of a training key.
+std::string unknown_key_hint(const std::string& section_path, const std::string& key,
+                             const std::vector<std::string>& known) {
+  const std::vector<std::string> elsewhere = key_in_other_sections(section_path, key);
+  if (elsewhere.empty()) return did_you_mean(key, known);
+  std::string names;
+  for (size_t i = 0; i < elsewhere.size(); ++i) {
+    names += (i == 0 ? "" : i + 1 == elsewhere.size() ? " or " : ", ") + ("`" + elsewhere[i] + "`");
+  }
+  return " Did you mean " + names + "? (`" + key + "` belongs to another section.)";
 }
 
 std::string quote_default(const std::string& text) { return " (" + text + ")"; }
@@ -47,8 +61,8 @@ std::string describe_value(const YAML::Node& node) {
 }
 
 MapReader::MapReader(const YAML::Node& node, std::string path, std::vector<std::string> known,
-                     Locations& locations)
-    : path_(std::move(path)), locations_(&locations) {
+                     Locations& locations, bool job_spec)
+    : path_(std::move(path)), job_spec_(job_spec), locations_(&locations) {
   if (!node.IsDefined() || node.IsNull()) return;
   if (!node.IsMap()) {
     detail::fail(locations.describe(path_, node.Mark()), path_,
@@ -67,8 +81,10 @@ MapReader::MapReader(const YAML::Node& node, std::string path, std::vector<std::
     const std::string key_where = locations.describe(key_path, key_node.Mark());
     if (std::find(known.begin(), known.end(), entry.key) == known.end()) {
       detail::fail(key_where, key_path,
-                   "unknown key." + did_you_mean(entry.key, known) + " Valid keys in " +
-                       section_name + ": " + join(known) + ".");
+                   "unknown key." +
+                       (job_spec_ ? unknown_key_hint(path_, entry.key, known)
+                                  : did_you_mean(entry.key, known)) +
+                       " Valid keys in " + section_name + ": " + join(known) + ".");
     }
     if (const Entry* first = find(entry.key)) {
       detail::fail(key_where, key_path,
@@ -92,8 +108,10 @@ const MapReader::Entry* MapReader::find(const std::string& key) const {
 }
 
 std::string MapReader::where(const std::string& key_path, const Entry& entry) const {
-  // yaml-cpp marks an empty value at the start of the next line: point at its key instead.
-  const YAML::Node& at = entry.value.IsNull() ? entry.key_node : entry.value;
+  // yaml-cpp marks an empty value at the start of the next line, and a section merged from
+  // included files (config/includes.h) has no mark: point at the key instead.
+  const bool unmarked = entry.value.IsNull() || entry.value.Mark().is_null();
+  const YAML::Node& at = unmarked ? entry.key_node : entry.value;
   return locations_->describe(key_path, at.Mark());
 }
 
@@ -109,6 +127,18 @@ void MapReader::fail_at(const std::string& key, const std::string& problem) cons
 void MapReader::remember(const Entry& entry) const {
   const std::string key_path = path_of(entry.key);
   locations_->remember(key_path, where(key_path, entry));
+}
+
+MapReader MapReader::job_spec(const YAML::Node& root, Locations& locations) {
+  return MapReader(root, "", section_keys(""), locations, true);
+}
+
+MapReader MapReader::section(const std::string& key) const {
+  const std::vector<std::string>& known = section_keys(path_of(key));
+  const Entry* e = find(key);
+  if (!e) return MapReader(YAML::Node(), path_of(key), known, *locations_, true);
+  remember(*e);
+  return MapReader(e->value, path_of(key), known, *locations_, true);
 }
 
 MapReader MapReader::section(const std::string& key, std::vector<std::string> known) const {

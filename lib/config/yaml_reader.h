@@ -35,7 +35,7 @@ class MapReader {
   // an error). Rejects keys that are not in `known` (suggesting the closest), duplicated
   // keys and keys that are not plain scalars. `path` is the section's key path ("" = top).
   MapReader(const YAML::Node& node, std::string path, std::vector<std::string> known,
-            Locations& locations);
+            Locations& locations, bool job_spec = false);
 
   bool has(const std::string& key) const;
   // "training.steps" for key "steps".
@@ -44,7 +44,13 @@ class MapReader {
   std::string where(const std::string& key) const;
   [[noreturn]] void fail_at(const std::string& key, const std::string& problem) const;
 
-  // A nested section; absent reads as empty.
+  // The top level of a job spec: its sections' keys come from config/spec_keys.h, and an
+  // unknown key is also looked up in the other sections (`training.lr` -> `optimizer.lr`).
+  static MapReader job_spec(const YAML::Node& root, Locations& locations);
+
+  // A nested section; absent reads as empty. The first form is for job specs (keys from
+  // config/spec_keys.h); the second for other files read with a MapReader.
+  MapReader section(const std::string& key) const;
   MapReader section(const std::string& key, std::vector<std::string> known) const;
 
   // Each read leaves `out` (the default) untouched when the key is absent.
@@ -77,6 +83,7 @@ class MapReader {
   void remember(const Entry& entry) const;
 
   std::string path_;
+  bool job_spec_ = false;  // a job spec's section (cross-section hints for unknown keys)
   std::vector<Entry> entries_;
   Locations* locations_;
 };
