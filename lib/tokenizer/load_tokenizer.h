@@ -30,6 +30,14 @@ struct LoadedTokenizer {
 // either (tokenizer.json preferred).
 LoadedTokenizer load_tokenizer(const std::filesystem::path& path);
 
+// The files load_tokenizer(path) reads, in the order its hash covers them (InputError when
+// a directory holds neither kind or merges.txt is missing).
+std::vector<std::filesystem::path> tokenizer_files(const std::filesystem::path& path);
+
+// LoadedTokenizer::hash of `files` (as tokenizer_files gives them) from their bytes alone,
+// without parsing: how a prepared directory's copy is checked against its manifest.
+std::string hash_tokenizer_files(const std::vector<std::filesystem::path>& files);
+
 // The parts of a tokenizer.json document; `source` names it in messages.
 TokenizerParts parse_tokenizer_json(const std::string& text, const std::string& source);
 
