@@ -32,6 +32,19 @@ json shards_json(const std::vector<ShardEntry>& shards) {
   return out;
 }
 
+// An integer field (a float would be cast, and one beyond int64 is undefined behavior).
+int64_t integer(const json& node, const char* key, const std::string& where) {
+  const json& v = node.at(key);
+  if (!v.is_number_integer()) {
+    throw InputError(where + ": " + key + " is " + v.dump() + ", not an integer" + kPrepareAgain);
+  }
+  return v.get<int64_t>();
+}
+
+int64_t integer_or_zero(const json& node, const char* key, const std::string& where) {
+  return node.contains(key) ? integer(node, key, where) : 0;
+}
+
 bool plain_name(const std::string& name) {
   return !name.empty() && !fs::path(name).has_parent_path() && name != "." && name != "..";
 }
@@ -41,7 +54,7 @@ void check_header(const json& doc, const std::string& where) {
     throw InputError(where + ": not a trainctl token manifest (\"format\" is not \"" +
                      std::string(kFormat) + "\")");
   }
-  if (doc.at("version").get<int>() != kVersion) {
+  if (integer(doc, "version", where) != kVersion) {
     throw InputError(where + ": manifest version " + doc.at("version").dump() +
                      " is not supported (this trainctl reads version 1)");
   }
@@ -62,7 +75,7 @@ void read_tokenizer(const json& t, const std::string& where, TokenManifest& m) {
   }
   m.tokenizer_files = t.at("files").get<std::vector<std::string>>();
   m.split_pattern = t.value("split_pattern", std::string());
-  if (t.contains("eot_id") && !t.at("eot_id").is_null()) m.eot_id = t.at("eot_id").get<int64_t>();
+  if (t.contains("eot_id") && !t.at("eot_id").is_null()) m.eot_id = integer(t, "eot_id", where);
   if (m.eot_id && (*m.eot_id < 0 || *m.eot_id >= m.vocab_size)) {
     throw InputError(where + ": tokenizer.eot_id " + std::to_string(*m.eot_id) +
                      " is outside the vocabulary (vocab_size " + std::to_string(m.vocab_size) +
@@ -74,7 +87,7 @@ std::vector<ShardEntry> read_shards(const json& doc, const std::string& split,
                                     const std::string& where) {
   std::vector<ShardEntry> shards;
   for (const json& s : doc.at(split).at("shards")) {
-    ShardEntry e{s.at("file").get<std::string>(), s.at("tokens").get<int64_t>()};
+    ShardEntry e{s.at("file").get<std::string>(), integer(s, "tokens", where)};
     if (!plain_name(e.file)) {
       throw InputError(where + ": " + split + ".shards: '" + e.file +
                        "' is not a plain file name in the directory");
@@ -167,15 +180,15 @@ TokenManifest parse_manifest(const std::string& text, const std::string& where) 
   TokenManifest m;
   try {
     check_header(doc, where);
-    m.vocab_size = doc.at("vocab_size").get<int64_t>();
+    m.vocab_size = integer(doc, "vocab_size", where);
     if (m.vocab_size < 1 || m.vocab_size > 65536) {
       throw InputError(where + ": vocab_size " + std::to_string(m.vocab_size) +
                        " is outside 1..65536 (uint16 tokens)");
     }
     read_tokenizer(doc.at("tokenizer"), where, m);
     m.input = doc.value("input", std::string());
-    m.documents = doc.value("documents", int64_t{0});
-    m.input_bytes = doc.value("input_bytes", int64_t{0});
+    m.documents = integer_or_zero(doc, "documents", where);
+    m.input_bytes = integer_or_zero(doc, "input_bytes", where);
     m.val_fraction = doc.value("val_fraction", 0.0);
     m.train = read_shards(doc, "train", where);
     m.val = read_shards(doc, "val", where);

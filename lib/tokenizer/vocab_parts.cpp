@@ -23,7 +23,8 @@ void check_id(const std::string& source, const std::string& what, const std::str
   throw InputError(source + ": " + what + " " + quoted(text) + " has id " + std::to_string(id) +
                    "; ids must lie in [0, " + std::to_string(bound) + ") (the " +
                    std::to_string(entries) + " vocabulary entries and " + std::to_string(added) +
-                   " added tokens, numbered from 0). The file is damaged or was edited: use the "
+                   (added == 1 ? " added token" : " added tokens") +
+                   ", numbered from 0). The file is damaged or was edited: use the "
                    "tokenizer's original files");
 }
 

@@ -47,7 +47,7 @@ TEST_CASE("a tokenizer id beyond the number of tokens is refused, never allocate
   huge["model"]["vocab"]["zz"] = 2000000000;  // 259 entries + 1 added: ids below 260
   const std::string e = error_of(huge);
   CHECK(e.rfind("tok.json: token 'zz' has id 2000000000; ids must lie in [0, 260)", 0) == 0);
-  CHECK(has(e, "259 vocabulary entries and 1 added tokens"));
+  CHECK(has(e, "259 vocabulary entries and 1 added token, numbered from 0"));
 
   Json sparse = base_tokenizer_json();
   sparse["model"]["vocab"]["zz"] = 100000000;
