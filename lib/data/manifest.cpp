@@ -174,7 +174,7 @@ TokenManifest parse_manifest(const std::string& text, const std::string& where) 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (1e400)
     throw InputError(where + ": not valid JSON (" + e.what() + ")");
   }
   TokenManifest m;

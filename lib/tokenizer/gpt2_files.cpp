@@ -13,7 +13,7 @@ TokenizerParts parse_gpt2_files(const std::string& vocab_json, const std::string
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(vocab_json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e400)
     throw InputError(vocab_source + ": not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) throw InputError(vocab_source + ": not an object of token: id");

@@ -180,7 +180,7 @@ TokenizerParts parse_tokenizer_json(const std::string& text, const std::string& 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (1e400)
     fail(src, std::string("not valid JSON (") + e.what() + ")");
   }
   if (!doc.is_object()) fail(src, "is not a tokenizer.json (the top level is not an object)");

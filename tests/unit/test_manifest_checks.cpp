@@ -162,3 +162,18 @@ TEST_CASE("parse_manifest reads back what format_manifest writes", "[data]") {
   no_eot.eot_id.reset();
   CHECK(data::parse_manifest(data::format_manifest(no_eot), "m.json") == no_eot);
 }
+
+TEST_CASE("a number beyond double in manifest.json or a JSONL document is an InputError",
+          "[data]") {
+  // nlohmann::json reports it as out_of_range, not parse_error: it escaped as a crash.
+  CHECK(has(input_error_of([] { data::parse_manifest("{\"vocab_size\": 1e400}", "m.json"); }),
+            "m.json: not valid JSON"));
+  Prepared p;
+  std::ofstream(p.scratch.path / "big.jsonl") << "{\"text\": \"the\", \"n\": 1e400}\n";
+  data::PrepareOptions o;
+  o.input = p.scratch.path / "big.jsonl";
+  o.out_dir = p.scratch.path / "out";
+  const auto tok = tokenizer::load_tokenizer(p.scratch.path / "tokenizer.json");
+  CHECK(
+      has(input_error_of([&] { data::prepare_tokens(tok, o); }), "big.jsonl:1: not a JSON object"));
+}

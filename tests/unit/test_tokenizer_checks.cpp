@@ -140,3 +140,12 @@ TEST_CASE("added tokens and merges that would decode to other text are refused",
             "merge 3 ('Ā' '€') gives a token whose bytes are not those of its "
             "two parts"));
 }
+
+TEST_CASE("a number beyond double in a tokenizer file or JSONL input is an InputError",
+          "[tokenizer]") {
+  // nlohmann::json reports it as out_of_range, not parse_error: it escaped as a crash.
+  CHECK(has(input_error_of([] { parse_tokenizer_json("{\"x\": 1e400}", "tok.json"); }),
+            "tok.json: not valid JSON"));
+  CHECK(has(input_error_of([] { parse_gpt2_files("{\"a\": 1e400}", "a b\n", "v.json", "m.txt"); }),
+            "v.json: not valid JSON"));
+}
