@@ -26,7 +26,7 @@ void check_vocab(const TokenManifest& m, const DatasetOptions& o) {
 
 // The shard's size, and its ids against the manifest's vocab_size (not the model's, which
 // may be larger): a token the tokenizer cannot have made means the shard or the manifest was
-// changed. The scan is the one the workers always made (about 1 GB/s, at open).
+// changed. The scan is the one opening always made (200 MB in the page cache: ~0.02 s).
 uint16_t check_shard(const TokenFile& f, const ShardEntry& e, const TokenManifest& m) {
   if (static_cast<int64_t>(f.size()) != e.tokens) {
     throw InputError(f.path().string() + ": holds " + std::to_string(f.size()) +
