@@ -113,7 +113,14 @@ std::set<std::string> files_of_earlier_run(const fs::path& dir) {
   std::set<std::string> files;
   std::error_code ec;
   if (!fs::exists(dir / kManifestName, ec)) return files;
-  const TokenManifest old = read_manifest(dir);
+  TokenManifest old;
+  try {
+    old = read_manifest(dir);
+  } catch (const InputError& e) {
+    // "Prepare it again" would loop: say how to get out.
+    throw InputError(std::string(e.what()) + ". --out " + dir.string() +
+                     " holds that manifest: remove the directory or give another --out");
+  }
   for (const auto* split : {&old.train, &old.val}) {
     for (const ShardEntry& s : *split) files.insert(s.file);
   }

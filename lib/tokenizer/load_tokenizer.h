@@ -1,7 +1,8 @@
 #pragma once
 // Loading a byte-level BPE tokenizer from files, checked: anything trainctl cannot encode
-// exactly as Hugging Face `tokenizers` does is refused with an InputError naming the file
-// and the problem (exit 2 at the CLI).
+// exactly as Hugging Face `tokenizers` does, and any vocabulary that could not give every
+// text back or whose ids do not number its tokens (tokenizer/vocab_parts.h), is refused
+// with an InputError naming the file and the problem (exit 2 at the CLI).
 //
 // Supported: a tokenizer.json whose model is BPE (vocab, merges as "a b" strings or
 // [a, b] pairs; dropout, continuing_subword_prefix and end_of_word_suffix unset), with no

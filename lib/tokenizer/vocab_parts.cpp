@@ -1,5 +1,6 @@
 #include "tokenizer/vocab_parts.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 

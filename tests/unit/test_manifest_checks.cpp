@@ -177,3 +177,17 @@ TEST_CASE("a number beyond double in manifest.json or a JSONL document is an Inp
   CHECK(
       has(input_error_of([&] { data::prepare_tokens(tok, o); }), "big.jsonl:1: not a JSON object"));
 }
+
+TEST_CASE("data prepare over a directory whose manifest is refused says how to get out", "[data]") {
+  Prepared p;
+  Json doc = p.manifest();
+  doc["val"]["shards"][0] = doc["train"]["shards"][0];
+  p.write(doc);
+  data::PrepareOptions o;
+  o.input = p.scratch.path / "corpus.txt";
+  o.out_dir = p.dir;
+  const auto tok = tokenizer::load_tokenizer(p.scratch.path / "tokenizer.json");
+  const std::string e = input_error_of([&] { data::prepare_tokens(tok, o); });
+  CHECK(has(e, "which is also a training shard"));
+  CHECK(has(e, "holds that manifest: remove the directory or give another --out"));
+}
