@@ -20,16 +20,19 @@ fs::path tokenizer_of_run(const fs::path& run_dir) {
   const fs::path resolved = run_dir / "config.resolved.yaml";
   std::error_code ec;
   if (run_dir.empty() || !fs::exists(resolved, ec)) return {};
+  data::TokenManifest m;
+  fs::path dir;
   try {
     const config::JobSpec spec = config::load_job_spec(resolved);
     if (spec.data.type != "tokens" || !data::is_token_directory(spec.data.path)) return {};
-    const data::TokenManifest m = data::read_manifest(spec.data.path);
-    if (m.tokenizer_files.empty()) return {};
-    return spec.data.path / m.tokenizer_files.front();
+    dir = spec.data.path;
+    m = data::read_manifest(dir);
   } catch (const InputError& e) {
     std::fprintf(stderr, "note: no tokenizer found for the run: %s\n", e.what());
     return {};
   }
+  // Outside the try: a tokenizer replaced since `data prepare` is an error, not a note.
+  return data::verified_tokenizer_file(dir, m);
 }
 
 }  // namespace trainctl::app

@@ -30,7 +30,7 @@ void read_jsonl(const fs::path& path, const std::string& raw, InputDocuments& ou
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e400)
       throw InputError(where + ": not a JSON object (" + e.what() + ")");
     }
     if (!doc.is_object() || !doc.contains("text") || !doc["text"].is_string()) {

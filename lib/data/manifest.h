@@ -13,6 +13,7 @@ namespace trainctl::data {
 struct ShardEntry {
   std::string file;  // relative to the directory
   int64_t tokens = 0;
+  bool operator==(const ShardEntry&) const = default;
 };
 
 struct TokenManifest {
@@ -30,6 +31,7 @@ struct TokenManifest {
 
   int64_t train_tokens() const;
   int64_t val_tokens() const;
+  bool operator==(const TokenManifest&) const = default;
 };
 
 inline constexpr const char* kManifestName = "manifest.json";
@@ -37,11 +39,29 @@ inline constexpr const char* kManifestName = "manifest.json";
 // Whether `path` is a directory (then it must hold manifest.json to be token data).
 bool is_token_directory(const std::filesystem::path& path);
 
-// Reads and checks DIR/manifest.json: every field present and in range, shard names plain
-// file names inside the directory. Throws InputError "<dir>/manifest.json: <problem>".
+// Reads and checks DIR/manifest.json (parse_manifest). Throws InputError
+// "<dir>/manifest.json: <problem>".
 TokenManifest read_manifest(const std::filesystem::path& dir);
 
 // Writes DIR/manifest.json atomically.
 void write_manifest(const std::filesystem::path& dir, const TokenManifest& manifest);
+
+// The text write_manifest writes, and its inverse: parse_manifest(format_manifest(m)) == m
+// for every manifest parse_manifest accepts. Checked: every field present with its type;
+// vocab_size in 1..65536 (uint16 tokens); eot_id, when set, inside the vocabulary; a
+// tokenizer hash of the form "fnv1a64:<16 hex digits>"; shard and tokenizer names plain file
+// names in the directory, each listed once (a shard listed twice would be trained twice; a
+// validation shard that is also a training shard would be validated on data trained on);
+// at least one training shard. Throws InputError "<where>: <field>: <problem>".
+std::string format_manifest(const TokenManifest& manifest);
+TokenManifest parse_manifest(const std::string& text, const std::string& where);
+
+// The tokenizer file of prepared directory `dir` (to pass to load_tokenizer), after checking
+// that the files load_tokenizer would read from it hash to manifest.tokenizer_hash (reads
+// them, a few MB at most; no parsing). Empty when the manifest lists no tokenizer file.
+// Throws InputError naming the file when it is missing or replaced: its ids would not be
+// the shards' ids.
+std::filesystem::path verified_tokenizer_file(const std::filesystem::path& dir,
+                                              const TokenManifest& manifest);
 
 }  // namespace trainctl::data

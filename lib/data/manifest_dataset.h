@@ -35,9 +35,12 @@ class ManifestDataset : public Dataset {
 };
 
 // The checks ManifestDataset makes, without keeping the files open (data/file_checks.h):
-// the manifest, every shard's structure and token count, ids below vocab_size, and windows
-// of seq_len + 1 tokens in the training split (and in the validation split when
-// val_fraction > 0). Returns the line `validate` prints.
+// the manifest (data/manifest.h), every shard's structure and token count, each shard its
+// own file (no two names for one file), ids below the manifest's vocab_size (one scan of
+// each shard, which opening always made), and windows of seq_len + 1 tokens in the training
+// split (and in the validation split when val_fraction > 0); and, only here, that the
+// tokenizer files still hash to the manifest's (verified_tokenizer_file). Returns the line
+// `validate` prints.
 std::string check_token_directory(const DatasetOptions& options);
 
 }  // namespace trainctl::data

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <queue>
 
+#include "util/error.h"
+
 namespace trainctl::tokenizer {
 
 BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
@@ -15,6 +17,12 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
     ids_.emplace(bytes, id);
     id_end_ = std::max(id_end_, id + 1);
     if (bytes.size() == 1) byte_ids_[static_cast<unsigned char>(bytes[0])] = id;
+  }
+  for (int b = 0; b < 256; ++b) {
+    if (byte_ids_[b] < 0) {
+      throw InputError("the vocabulary has no token for byte " + std::to_string(b) +
+                       "; a byte-level BPE vocabulary needs all 256");
+    }
   }
   merges_.reserve(merges.size());
   for (size_t r = 0; r < merges.size(); ++r) {
@@ -45,21 +53,10 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>& out) c
   };
   std::vector<Symbol> sym;
   sym.reserve(bytes.size());
-  bool last_unk = false;
   for (char c : bytes) {
-    int32_t id = byte_ids_[static_cast<unsigned char>(c)];
-    if (id < 0) {
-      if (!options_.unk_id) continue;  // dropped, as `tokenizers` does without unk_token
-      if (options_.fuse_unk && last_unk) continue;
-      id = *options_.unk_id;
-      last_unk = true;
-    } else {
-      last_unk = false;
-    }
     const auto n = static_cast<int32_t>(sym.size());
-    sym.push_back({id, n - 1, n + 1, true});
+    sym.push_back({byte_ids_[static_cast<unsigned char>(c)], n - 1, n + 1, true});
   }
-  if (sym.empty()) return;
   sym.back().next = -1;
 
   // (rank, position) pairs, lowest rank first and leftmost among equal ranks.

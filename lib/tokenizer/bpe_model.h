@@ -16,17 +16,14 @@ namespace trainctl::tokenizer {
 struct BpeOptions {
   // A piece that is itself in the vocabulary is one token without merging (Llama 3).
   bool ignore_merges = false;
-  // For bytes whose symbol is not in the vocabulary; without it they are dropped, as in
-  // `tokenizers`.
-  std::optional<int32_t> unk_id;
-  bool fuse_unk = false;  // consecutive unknown bytes give one unk_id
 };
 
 class BpeModel {
  public:
   // `vocab`: each token's bytes (byte-level alphabet already decoded) and id; `merges`:
-  // pairs of token ids in rank order, each with the id of the merged token. `source` names
-  // the file in messages.
+  // pairs of token ids in rank order, each with the id of the merged token. Every byte must
+  // have a one-byte token (the loaders check; InputError otherwise), so no input byte is
+  // ever dropped.
   BpeModel(const std::vector<std::pair<std::string, int32_t>>& vocab,
            const std::vector<std::pair<int32_t, int32_t>>& merges,
            const std::vector<int32_t>& merged_ids, BpeOptions options);

@@ -13,7 +13,7 @@ TokenizerParts parse_gpt2_files(const std::string& vocab_json, const std::string
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(vocab_json);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range (1e400)
     throw InputError(vocab_source + ": not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) throw InputError(vocab_source + ": not an object of token: id");
@@ -45,11 +45,15 @@ TokenizerParts parse_gpt2_files(const std::string& vocab_json, const std::string
   TokenizerParts parts;
   parts.source = vocab_source + " + " + merges_source;
   parts.kind = "vocab.json + merges.txt";
+  // <|endoftext|> is a special token: added before the vocabulary is checked (which checks
+  // its id too; one outside int32 is left to that check's message).
+  if (auto it = doc.find("<|endoftext|>"); it != doc.end()) {
+    if (const auto id = it->get<int64_t>(); id >= 0 && id <= 0x7fffffff) {
+      parts.added.push_back({"<|endoftext|>", static_cast<int32_t>(id), true});
+    }
+  }
   fill_vocab_and_merges(vocab, merges, parts.source, parts);
   parts.pattern = SplitPattern::gpt2;
-  if (auto it = doc.find("<|endoftext|>"); it != doc.end()) {
-    parts.added.push_back({"<|endoftext|>", it->get<int32_t>(), true});
-  }
   return parts;
 }
 

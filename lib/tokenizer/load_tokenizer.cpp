@@ -35,39 +35,46 @@ uint64_t fnv1a64(std::string_view bytes, uint64_t state) {
   return state;
 }
 
-LoadedTokenizer load_tokenizer(const fs::path& path) {
-  fs::path json_path, vocab_path;
+std::vector<fs::path> tokenizer_files(const fs::path& path) {
   std::error_code ec;
+  fs::path vocab_path;
   if (fs::is_directory(path, ec)) {
-    if (fs::exists(path / "tokenizer.json", ec)) {
-      json_path = path / "tokenizer.json";
-    } else if (fs::exists(path / "vocab.json", ec)) {
-      vocab_path = path / "vocab.json";
-    } else {
+    if (fs::exists(path / "tokenizer.json", ec)) return {path / "tokenizer.json"};
+    if (!fs::exists(path / "vocab.json", ec)) {
       throw InputError(path.string() +
                        ": holds neither tokenizer.json nor vocab.json + merges.txt");
     }
+    vocab_path = path / "vocab.json";
   } else if (path.filename() == "vocab.json") {
     vocab_path = path;
   } else {
-    json_path = path;
-  }
-  if (!json_path.empty()) {
-    const std::string text = read_file(json_path, "tokenizer file");
-    TokenizerParts parts = parse_tokenizer_json(text, json_path.string());
-    return {Tokenizer(std::move(parts)), {json_path}, hex_hash(fnv1a64(text))};
+    return {path};
   }
   const fs::path merges_path = vocab_path.parent_path() / "merges.txt";
   if (!fs::exists(merges_path, ec)) {
     throw InputError(vocab_path.string() + ": GPT-2's vocab.json needs merges.txt beside it (" +
                      merges_path.string() + " does not exist)");
   }
-  const std::string vocab = read_file(vocab_path, "vocabulary file (vocab.json)");
-  const std::string merges = read_file(merges_path, "merge list (merges.txt)");
-  TokenizerParts parts = parse_gpt2_files(vocab, merges, vocab_path.string(), merges_path.string());
-  return {Tokenizer(std::move(parts)),
-          {vocab_path, merges_path},
-          hex_hash(fnv1a64(merges, fnv1a64(vocab)))};
+  return {vocab_path, merges_path};
+}
+
+std::string hash_tokenizer_files(const std::vector<fs::path>& files) {
+  uint64_t h = kFnvOffset;
+  for (const fs::path& f : files) h = fnv1a64(read_file(f, "tokenizer file"), h);
+  return hex_hash(h);
+}
+
+LoadedTokenizer load_tokenizer(const fs::path& path) {
+  const std::vector<fs::path> files = tokenizer_files(path);
+  if (files.size() == 1) {
+    const std::string text = read_file(files[0], "tokenizer file");
+    TokenizerParts parts = parse_tokenizer_json(text, files[0].string());
+    return {Tokenizer(std::move(parts)), files, hex_hash(fnv1a64(text))};
+  }
+  const std::string vocab = read_file(files[0], "vocabulary file (vocab.json)");
+  const std::string merges = read_file(files[1], "merge list (merges.txt)");
+  TokenizerParts parts = parse_gpt2_files(vocab, merges, files[0].string(), files[1].string());
+  return {Tokenizer(std::move(parts)), files, hex_hash(fnv1a64(merges, fnv1a64(vocab)))};
 }
 
 }  // namespace trainctl::tokenizer

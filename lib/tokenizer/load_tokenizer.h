@@ -1,7 +1,8 @@
 #pragma once
 // Loading a byte-level BPE tokenizer from files, checked: anything trainctl cannot encode
-// exactly as Hugging Face `tokenizers` does is refused with an InputError naming the file
-// and the problem (exit 2 at the CLI).
+// exactly as Hugging Face `tokenizers` does, and any vocabulary that could not give every
+// text back or whose ids do not number its tokens (tokenizer/vocab_parts.h), is refused
+// with an InputError naming the file and the problem (exit 2 at the CLI).
 //
 // Supported: a tokenizer.json whose model is BPE (vocab, merges as "a b" strings or
 // [a, b] pairs; dropout, continuing_subword_prefix and end_of_word_suffix unset), with no
@@ -29,6 +30,14 @@ struct LoadedTokenizer {
 // `path`: a tokenizer.json, a vocab.json (merges.txt beside it), or a directory holding
 // either (tokenizer.json preferred).
 LoadedTokenizer load_tokenizer(const std::filesystem::path& path);
+
+// The files load_tokenizer(path) reads, in the order its hash covers them (InputError when
+// a directory holds neither kind or merges.txt is missing).
+std::vector<std::filesystem::path> tokenizer_files(const std::filesystem::path& path);
+
+// LoadedTokenizer::hash of `files` (as tokenizer_files gives them) from their bytes alone,
+// without parsing: how a prepared directory's copy is checked against its manifest.
+std::string hash_tokenizer_files(const std::vector<std::filesystem::path>& files);
 
 // The parts of a tokenizer.json document; `source` names it in messages.
 TokenizerParts parse_tokenizer_json(const std::string& text, const std::string& source);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/vocab_parts.h"
 #include "util/error.h"
 
 namespace trainctl::tokenizer {
@@ -14,7 +15,20 @@ Tokenizer::Tokenizer(TokenizerParts parts)
       add_prefix_space_(parts.add_prefix_space),
       added_(std::move(parts.added)) {
   vocab_size_ = model_.id_end();
-  for (const AddedToken& a : added_) vocab_size_ = std::max(vocab_size_, a.id + 1);
+  int32_t lowest = 0;
+  for (const auto& [bytes, id] : parts.vocab) lowest = std::min(lowest, id);
+  for (const AddedToken& a : added_) {
+    vocab_size_ = std::max(vocab_size_, a.id + 1);
+    lowest = std::min(lowest, a.id);
+  }
+  // The loaders refuse such ids with the token named (tokenizer/vocab_parts.h); this guards
+  // the tables below, sized by the largest id, against any other caller.
+  if (lowest < 0 || vocab_size_ > id_bound(parts.vocab.size(), added_.size())) {
+    throw InputError(source_ + ": token ids must lie in [0, " +
+                     std::to_string(id_bound(parts.vocab.size(), added_.size())) +
+                     "), the number of tokens; they run from " + std::to_string(lowest) + " to " +
+                     std::to_string(vocab_size_ - 1));
+  }
   std::vector<const std::string*> text(static_cast<size_t>(vocab_size_), nullptr);
   for (const auto& [bytes, id] : parts.vocab) text[static_cast<size_t>(id)] = &bytes;
   for (const AddedToken& a : added_) {

@@ -46,8 +46,8 @@ class Tokenizer {
   const std::string& source() const { return source_; }
   const std::string& kind() const { return kind_; }
   SplitPattern pattern() const { return pattern_; }
-  // One more than the largest id (model and added tokens): the model's vocab_size must be
-  // at least this.
+  // One more than the largest id (model and added tokens), at most the number of tokens
+  // (checked): the model's vocab_size must be at least this.
   int32_t vocab_size() const { return vocab_size_; }
   const std::vector<AddedToken>& added_tokens() const { return added_; }
   // The end-of-text token (<|endoftext|> or <|end_of_text|>) if the vocabulary has one.

@@ -89,12 +89,11 @@ void read_model(const json& model, const std::string& src, TokenizerParts& parts
   }
   fill_vocab_and_merges(vocab, merges, src, parts);
   parts.bpe.ignore_merges = flag(model, "ignore_merges", false);
-  parts.bpe.fuse_unk = flag(model, "fuse_unk", false);
+  // Every byte has a token (checked), so the unknown token is never used; a name that is not
+  // in the vocabulary still says the file is not what it claims.
   if (auto u = model.find("unk_token"); u != model.end() && u->is_string()) {
     const std::string unk = u->get<std::string>();
-    auto it = vocab_it->find(unk);
-    if (it == vocab_it->end()) fail(src, "model.unk_token '" + unk + "' is not in model.vocab");
-    parts.bpe.unk_id = it->get<int32_t>();
+    if (!vocab_it->contains(unk)) fail(src, "model.unk_token '" + unk + "' is not in model.vocab");
   }
 }
 
@@ -159,10 +158,14 @@ void read_added_tokens(const json& doc, const std::string& src, TokenizerParts& 
       fail(src, "added_tokens: every entry needs an integer id and a string content");
     }
     AddedToken t;
-    t.id = a["id"].get<int32_t>();
+    const int64_t id = a["id"].get<int64_t>();
     t.content = a["content"].get<std::string>();
     t.special = flag(a, "special", false);
-    if (t.id < 0) fail(src, "added token '" + t.content + "' has a negative id");
+    if (id < 0 || id > 0x7fffffff) {
+      fail(src, "added token '" + t.content + "' has id " + std::to_string(id) +
+                    "; ids must lie in [0, number of vocabulary entries + added tokens)");
+    }
+    t.id = static_cast<int32_t>(id);
     if (flag(a, "lstrip", false) || flag(a, "rstrip", false) || flag(a, "single_word", false)) {
       fail(src, "added token '" + t.content +
                     "' sets lstrip, rstrip or single_word, which trainctl does not support");
@@ -177,7 +180,7 @@ TokenizerParts parse_tokenizer_json(const std::string& text, const std::string& 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range (1e400)
     fail(src, std::string("not valid JSON (") + e.what() + ")");
   }
   if (!doc.is_object()) fail(src, "is not a tokenizer.json (the top level is not an object)");
@@ -189,13 +192,14 @@ TokenizerParts parse_tokenizer_json(const std::string& text, const std::string& 
       fail(src, "has a normalizer (" + type_of(*n) +
                     "); trainctl supports byte-level BPE without normalization");
     }
+    // Added tokens first: the model's ids are checked against both.
+    read_added_tokens(doc, src, parts);
     read_model(doc.value("model", json()), src, parts);
     read_pre_tokenizer(doc.value("pre_tokenizer", json()), src, parts);
     if (auto d = doc.find("decoder");
         d != doc.end() && !d->is_null() && type_of(*d) != "ByteLevel") {
       fail(src, "decoder is " + type_of(*d) + "; byte-level BPE decodes with ByteLevel");
     }
-    read_added_tokens(doc, src, parts);
   } catch (const json::exception& e) {
     fail(src, std::string("unexpected structure (") + e.what() + ")");
   }

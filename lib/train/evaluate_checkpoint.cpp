@@ -23,9 +23,9 @@ namespace {
 std::optional<std::vector<int64_t>> token_lengths(const data::DatasetOptions& data) {
   if (data.type != "tokens" || !data::is_token_directory(data.path)) return std::nullopt;
   const data::TokenManifest m = data::read_manifest(data.path);
-  if (m.tokenizer_files.empty()) return std::nullopt;
-  const tokenizer::LoadedTokenizer t =
-      tokenizer::load_tokenizer(data.path / m.tokenizer_files.front());
+  const std::filesystem::path file = data::verified_tokenizer_file(data.path, m);
+  if (file.empty()) return std::nullopt;
+  const tokenizer::LoadedTokenizer t = tokenizer::load_tokenizer(file);
   std::vector<int64_t> lengths(static_cast<size_t>(t.tokenizer.vocab_size()), 0);
   for (int32_t id = 0; id < t.tokenizer.vocab_size(); ++id) {
     try {

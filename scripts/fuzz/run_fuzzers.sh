@@ -8,6 +8,9 @@
 # `ctest -L fuzz`). Targets run side by side, one per core. The corpus grows in
 # BUILD_DIR/tests/fuzz/corpus/ and is reused by the next run; a failing input is saved in
 # BUILD_DIR/tests/fuzz/crashes/ (reproduce: BUILD_DIR/tests/fuzz/fuzz_<target> FILE).
+# Also (issue 36): fuzz_tokenizer (tokenizer.json, GPT-2 vocab.json + merges.txt),
+# fuzz_cluster (configs/clusters/*.yaml) and fuzz_manifest (a prepared directory's
+# manifest.json), built and summarized on their own lines.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 seconds=${1:-600}
@@ -21,8 +24,16 @@ cmake --build "$build_dir" -j "$(nproc)" --target fuzz_seeds fuzz_spec fuzz_toke
 ps_targets=(ps_wire)
 cmake --build "$build_dir" -j "$(nproc)" --target "${ps_targets[@]/#/fuzz_}"
 cd "$build_dir"
+data_targets=(tokenizer cluster manifest)
+cmake --build . -j "$(nproc)" --target "${data_targets[@]/#/fuzz_}"
 TRAINCTL_FUZZ_SECONDS=$seconds ctest -L fuzz -j "$(nproc)" --output-on-failure --timeout $((seconds + 300))
 echo "fuzzing done: $seconds s per target, no failure."
+for t in "${data_targets[@]}"; do
+  log=tests/fuzz/logs/fuzz_$t.log
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+  echo "  fuzz_$t: $runs inputs ($rate/s); corpus $(find "tests/fuzz/corpus/$t" -type f | wc -l) inputs"
+done
 for t in spec token_file safetensors metadata; do
   log=tests/fuzz/logs/fuzz_$t.log
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
