@@ -146,8 +146,7 @@ TrainResult PsWorker::run() {
   model::ParameterSet& params = e_.gpt.params();
   client_ = std::make_unique<ps::PsClient>(
       ctx_.ps_server_addresses(), groups_.rank,
-      ps::plan_shards(params.list(), options_.parallel.ps_servers),
-      client_options(options_, ctx_));
+      ps::plan_shards(params.list(), options_.parallel.ps_servers), client_options(options_, ctx_));
   ckpt_ = std::make_unique<Checkpointer>(e_, ctx_.run_dir, say_to(reporter_),
                                          ctx_.crash_in_checkpoint_step);
   const int64_t steps = options_.training.steps, start = ckpt_->restore(ctx_.resume);
