@@ -54,7 +54,7 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   bool tie_embeddings = true;
-  MoeConfig moe;
+  MoeConfig moe = {};  // num_experts 0: dense
 
   bool llama() const { return family == Family::llama; }
   int head_dim() const { return d_model / n_head; }

@@ -147,7 +147,11 @@ double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
 
 std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan) {
-  std::string out =
+  // The model's own count (model/model_config.h): with MoE, one token uses only its experts.
+  const model::ModelConfig config = gpt_config_of(spec.model);
+  std::string out = "parameters: " + std::to_string(config.num_params()) + " total, " +
+                    std::to_string(config.active_params()) + " active per token\n";
+  out +=
       "memory per rank (MiB; tensor memory, as mem_peak_mb in metrics.jsonl; activation "
       "checkpointing: " +
       spec.training.activation_checkpointing + "):\n";
