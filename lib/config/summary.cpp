@@ -129,15 +129,17 @@ std::string summary(const JobSpec& s) {
         << (m.tie_embeddings ? ", tied" : ", untied") << " LM head\n";
   }
   if (m.moe.enabled()) {
-    out << "moe:        " << m.moe.num_experts << " experts x " << m.expert_hidden() << ", top "
-        << m.moe.top_k << " (" << m.moe.score << ")"
-        << (m.moe.shared_experts > 0 ? " + " + std::to_string(m.moe.shared_experts) + " shared"
-                                     : std::string())
-        << ", layers " << m.moe.layers << " (" << moe_layers(m) << " of " << m.n_layer
-        << "), balance " << m.moe.balance << ", "
-        << (m.moe.capacity_factor > 0 ? "capacity factor " + std::to_string(m.moe.capacity_factor)
-                                      : std::string("dropless"))
-        << "\n";
+    const MoeSpec& e = m.moe;
+    out << "moe:        " << e.num_experts << " experts x " << m.expert_hidden() << ", top "
+        << e.top_k << " (" << e.score << ")";
+    if (e.shared_experts > 0) out << " + " << e.shared_experts << " shared";
+    out << ", layers " << e.layers << " (" << moe_layers(m) << " of " << m.n_layer << "), balance "
+        << e.balance << ", ";
+    if (e.capacity_factor > 0) {
+      out << "capacity factor " << e.capacity_factor << "\n";
+    } else {
+      out << "dropless\n";
+    }
   }
   out << "parameters: " << human(params) << " total, " << human(active) << " active per token ("
       << human(params / (p.tp * p.pp)) << " per worker), " << human(flops_per_token)

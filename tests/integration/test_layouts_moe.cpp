@@ -84,7 +84,10 @@ TEST_CASE("MoE: every dp x tp x pp layout reproduces the single-worker run",
     const std::string tag = m.family + "-" + m.balance;
     std::vector<std::pair<std::string, std::string>> layouts = {
         {"d2t1p1", "{dp: 2}"}, {"d1t2p1", "{tp: 2}"}, {"d1t1p2", "{pp: 2, schedule: 1f1b}"}};
-    if (m.balance == "aux_loss") layouts.push_back({"d2t2p2", "{dp: 2, tp: 2, pp: 2}"});
+    if (m.balance == "aux_loss") {
+      layouts.push_back({"d2t2p2", "{dp: 2, tp: 2, pp: 2}"});
+      layouts.push_back({"d2t1p1-zero3", "{dp: 2, zero: 3}"});
+    }
     const Run ref = train_layout(dir.path(), tag + "-d1t1p1", model, "{dp: 1}");
     for (const auto& [layout, parallel] : layouts) {
       const Run run = train_layout(dir.path(), tag + "-" + layout, model, parallel);
