@@ -138,3 +138,22 @@ TEST_CASE("MoE: a checkpoint resumes on the same and on another layout", "[resum
     }
   }
 }
+
+TEST_CASE("MoE: plan and validate print total and active parameters", "[plan][moe]") {
+  TempDir dir("plan-moe");
+  const fs::path job = dir.path() / "job.yaml";
+  write_job(job, "plan", model_of("gpt", "aux_loss"), "{pp: 2}");
+  // Dense: 64·32 + 16·32 + 4·(12·32² + 13·32) + 2·32 = 53440. Layers 1 and 3 swap their
+  // MLP (2·128·32 + 128 + 32 = 8352) for a router (4·32) and 4 experts of 2·24·32 + 24 + 32
+  // = 1592: 49728 in all; a token uses 2 of the 4 experts: 49728 - 2·2·1592 = 43360.
+  const ProcResult plan = run_trainctl({"plan", job.string()}, dir.path());
+  INFO(plan.out << plan.err);
+  REQUIRE(plan.exit_code == 0);
+  CHECK_THAT(plan.out, Catch::Contains("parameters: 49728 total, 43360 active per token"));
+  const ProcResult validate = run_trainctl({"validate", job.string()}, dir.path());
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  CHECK_THAT(validate.out, Catch::Contains("parameters: 49.7K total, 43.4K active per token"));
+  CHECK_THAT(validate.out, Catch::Contains("moe:        4 experts x 24, top 2 (softmax), layers "
+                                           "every_2 (2 of 4), balance aux_loss, dropless"));
+}
