@@ -248,3 +248,18 @@ TEST_CASE("sampling an MoE model is refused with a message, not run dense", "[mo
   CHECK_THROWS_WITH(model::GptDecoder(moe_config(true, model::MoeScore::softmax), *be, load),
                     Catch::Contains("mixture-of-experts model is not supported yet"));
 }
+
+TEST_CASE("the pipeline partition weighs each layer by its own cost", "[model][moe]") {
+  model::ModelConfig c = moe_config(false, model::MoeScore::softmax);
+  c.n_layer = 4;
+  c.moe.layers_from = 2;  // layers 2 and 3
+  c.moe.expert_ffn_hidden = 256;
+  // Dense block: attention 4 C^2 + 2 T C, MLP 8 C^2 (C 16, T 8); MoE block: attention, the
+  // router (4 C) and 2 experts of 2 * 256 * C.
+  const std::vector<double> costs = model::layer_costs(c, 8);
+  CHECK(costs == std::vector<double>{3328, 3328, 17728, 17728});
+  // Counted per layer, the two dense layers and one MoE layer make the first stage (the last
+  // takes one MoE layer and the head); a uniform cost would split 2 + 2.
+  const std::vector<model::LayerRange> parts = model::partition_layers(c, 8, 2);
+  CHECK(parts == std::vector<model::LayerRange>{{0, 3}, {3, 4}});
+}
