@@ -165,6 +165,12 @@ void require_gpt_checkpoint(CheckpointReader& reader) {
 }
 
 ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& o) {
+  if (reader.metadata().model.moe.enabled()) {
+    // Its tensors carry Mixtral's names, but config.json would describe a dense model.
+    throw InputError("checkpoint " + reader.dir().string() +
+                     " holds a mixture-of-experts model, which --format hf does not export yet; "
+                     "use the default format");
+  }
   if (reader.metadata().model.llama()) return export_hf_llama(reader, o);
   return export_hf_gpt2(reader, o);
 }

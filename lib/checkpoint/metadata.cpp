@@ -124,6 +124,44 @@ void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   }
 }
 
+// model.moe: written only for mixture-of-experts models (model/moe/).
+void read_moe(const json& c, const JsonPlace& at, model::ModelConfig& m) {
+  if (!c.contains("moe")) return;
+  const JsonPlace e = at.in("moe");
+  const json& j = json_member(c, "moe", at);
+  m.moe.num_experts = static_cast<int>(json_int(j, "num_experts", 1, 1 << 16, e));
+  m.moe.top_k = static_cast<int>(json_int(j, "top_k", 1, m.moe.num_experts, e));
+  m.moe.expert_ffn_hidden = static_cast<int>(json_int(j, "expert_ffn_hidden", 1, 1 << 20, e));
+  m.moe.shared_experts = static_cast<int>(json_int(j, "shared_experts", 0, 1 << 10, e));
+  m.moe.layers_every = static_cast<int>(json_int(j, "layers_every", 1, 1 << 20, e));
+  m.moe.layers_from = static_cast<int>(json_int(j, "layers_from", 0, 1 << 20, e));
+  const std::string score = json_string(j, "score", e);
+  if (score != "softmax" && score != "sigmoid") {
+    bad_field(e, e.field("score"), "is neither softmax nor sigmoid");
+  }
+  m.moe.score = score == "sigmoid" ? model::MoeScore::sigmoid : model::MoeScore::softmax;
+  for (const char* key : {"aux_loss_coef", "capacity_factor"}) {
+    const json& v = json_member(j, key, e);
+    if (!v.is_number() || !(v.get<double>() >= 0)) {
+      bad_field(e, e.field(key), "must be a number >= 0");
+    }
+  }
+  m.moe.aux_loss_coef = j.at("aux_loss_coef").get<float>();
+  m.moe.capacity_factor = j.at("capacity_factor").get<float>();
+}
+
+json moe_json(const model::MoeConfig& e) {
+  return {{"num_experts", e.num_experts},
+          {"top_k", e.top_k},
+          {"expert_ffn_hidden", e.expert_ffn_hidden},
+          {"shared_experts", e.shared_experts},
+          {"score", e.score == model::MoeScore::sigmoid ? "sigmoid" : "softmax"},
+          {"aux_loss_coef", e.aux_loss_coef},
+          {"capacity_factor", e.capacity_factor},
+          {"layers_every", e.layers_every},
+          {"layers_from", e.layers_from}};
+}
+
 void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   const JsonPlace at = top.in("model");
   const json& c = json_member(j, "model", top);
@@ -135,6 +173,7 @@ void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   if (m.model.d_model % m.model.n_head != 0) {
     bad_field(at, at.field("n_head"), "does not divide d_model");
   }
+  read_moe(c, at, m.model);
   // Written only for the Llama family: GPT checkpoints keep their metadata as it was.
   if (!c.contains("family")) return;
   const std::string family = json_string(c, "family", at);
@@ -175,6 +214,7 @@ json model_json(const model::ModelConfig& c) {
     j["rope_theta"] = c.rope_theta;
     j["tie_embeddings"] = c.tie_embeddings;
   }
+  if (c.moe.enabled()) j["moe"] = moe_json(c.moe);
   return j;
 }
 

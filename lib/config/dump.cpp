@@ -59,6 +59,23 @@ void write_model(std::ostream& y, const ModelSpec& m) {
     << "\n  tie_embeddings: " << (m.tie_embeddings ? "true" : "false") << "\n";
 }
 
+// model.moe, after the model's other keys (only when MoE is on: absent means dense).
+void write_moe(std::ostream& y, const ModelSpec& m) {
+  const MoeSpec& e = m.moe;
+  if (!e.enabled()) return;
+  y << "  moe:\n    num_experts: " << e.num_experts << "\n    top_k: " << e.top_k << "\n";
+  if (e.expert_ffn_hidden > 0) {
+    y << "    expert_ffn_hidden: " << e.expert_ffn_hidden << "\n";
+  } else {
+    y << "    # expert_ffn_hidden: " << m.expert_hidden() << "  (unset: the dense MLP's width)\n";
+  }
+  y << "    shared_experts: " << e.shared_experts << "\n    score: " << e.score
+    << "\n    balance: " << e.balance << "\n    aux_loss_coef: " << format_real(e.aux_loss_coef)
+    << "\n    bias_update_rate: " << format_real(e.bias_update_rate)
+    << "\n    capacity_factor: " << format_real(e.capacity_factor) << "\n    layers: " << e.layers
+    << "\n";
+}
+
 void write_data(std::ostream& y, const DataSpec& d) {
   y << "data:\n  type: " << d.type << "\n";
   if (!d.path.empty()) y << "  path: " << quoted(d.path.string()) << "\n";
@@ -143,6 +160,7 @@ std::string to_yaml(const JobSpec& s) {
   y << "seed: " << s.seed << "\n";
   y << "device: " << to_string(s.device) << "\n";
   write_model(y, s.model);
+  write_moe(y, s.model);
   write_data(y, s.data);
   write_parallel(y, s.parallel);
   write_training(y, s.training);

@@ -13,6 +13,28 @@
 
 namespace trainctl::config {
 
+// model.moe: the feed-forward of the selected layers as a mixture of experts
+// (docs/job-spec.md, "model.moe"). Absent (num_experts 0): every layer dense.
+struct MoeSpec {
+  int num_experts = 0;
+  int top_k = 2;
+  int expert_ffn_hidden = 0;  // 0 = the dense MLP's width (model.mlp_hidden())
+  int shared_experts = 0;
+  std::string score = "softmax";     // softmax | sigmoid
+  std::string balance = "aux_loss";  // aux_loss | bias | none (bias: refused at validate)
+  double aux_loss_coef = 0.01;
+  double bias_update_rate = 1.0e-3;
+  double capacity_factor = 0;  // 0 = dropless
+  std::string layers = "all";  // all | every_N | from_K
+  // `layers` as numbers (config/sections.cpp checked its form): a layer l is MoE when
+  // l >= layers_from and (l - layers_from + 1) % layers_every == 0.
+  int layers_every = 1;
+  int layers_from = 0;
+
+  bool enabled() const { return num_experts > 0; }
+  bool operator==(const MoeSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string type = "gpt";  // gpt | llama
   std::string preset;        // "" = explicit dims; else a name from config/presets.h
@@ -28,6 +50,7 @@ struct ModelSpec {
   double norm_eps = 1e-5;       // RMSNorm epsilon
   double rope_theta = 10000;    // rotary embedding base
   bool tie_embeddings = false;  // LM head shares the token embedding (gpt: always)
+  MoeSpec moe;
 
   bool is_llama() const { return type == "llama"; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -38,6 +61,13 @@ struct ModelSpec {
     if (ffn_hidden > 0) return ffn_hidden;
     const int h = 2 * (4 * d_model) / 3;
     return multiple_of * ((h + multiple_of - 1) / multiple_of);
+  }
+  int expert_hidden() const {
+    return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : mlp_hidden();
+  }
+  bool moe_layer(int l) const {
+    return moe.enabled() && l >= moe.layers_from &&
+           (l - moe.layers_from + 1) % moe.layers_every == 0;
   }
 
   bool operator==(const ModelSpec&) const = default;

@@ -44,6 +44,54 @@ void check_name(const MapReader& top, const std::string& name) {
   }
 }
 
+// `every_N` / `from_K` with N >= 1, K >= 0; false for anything else.
+bool parse_layer_pattern(const std::string& text, const std::string& prefix, int min, int& out) {
+  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size() ||
+      text.size() > prefix.size() + 6) {
+    return false;
+  }
+  const std::string digits = text.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  out = std::stoi(digits);
+  return out >= min;
+}
+
+void read_moe(const MapReader& model_reader, MoeSpec& moe) {
+  const MapReader r = model_reader.section("moe");
+  r.read("num_experts", moe.num_experts, {1, 1 << 16});
+  r.read("top_k", moe.top_k, {1, 1 << 16});
+  r.read("expert_ffn_hidden", moe.expert_ffn_hidden, {1, 1 << 20});
+  r.read("shared_experts", moe.shared_experts, {0, 1 << 10});
+  r.read_choice("score", moe.score, {"softmax", "sigmoid"});
+  r.read_choice("balance", moe.balance, {"aux_loss", "bias", "none"},
+                {{"aux", "aux_loss"}, {"off", "none"}});
+  r.read("aux_loss_coef", moe.aux_loss_coef, {0, false, 1e3, false});
+  r.read("bias_update_rate", moe.bias_update_rate, {0, false, 1, false});
+  r.read("capacity_factor", moe.capacity_factor, {0, false, 1e3, false});
+  r.read("layers", moe.layers);
+  if (moe.layers == "all") {
+    moe.layers_every = 1;
+    moe.layers_from = 0;
+  } else if (parse_layer_pattern(moe.layers, "every_", 1, moe.layers_every)) {
+    moe.layers_from = 0;
+  } else if (parse_layer_pattern(moe.layers, "from_", 0, moe.layers_from)) {
+    moe.layers_every = 1;
+  } else {
+    r.fail_at("layers",
+              "must be all, every_N (every N-th layer: N-1, 2N-1, ...) or from_K "
+              "(layers K and above, counted from 0); got \"" +
+                  moe.layers + "\".");
+  }
+  for (const char* key : {"top_k", "expert_ffn_hidden", "shared_experts", "score", "balance",
+                          "aux_loss_coef", "bias_update_rate", "capacity_factor", "layers"}) {
+    if (!r.has("num_experts") && r.has(key)) {
+      r.fail_at(key, "needs model.moe.num_experts (the experts per MoE layer); add it.");
+    }
+  }
+}
+
 void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   const MapReader r = top.section("model");
   std::string preset;
@@ -81,6 +129,7 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   r.read("norm_eps", model.norm_eps, {0, true, 1, true});
   r.read("rope_theta", model.rope_theta, {1, false, 1e9, false});
   r.read("tie_embeddings", model.tie_embeddings);
+  read_moe(r, model.moe);
 }
 
 void read_data(const MapReader& top, DataSpec& data) {

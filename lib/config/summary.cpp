@@ -13,16 +13,35 @@ namespace {
 // V·C + T·C, per layer 12·C² + 13·C (qkv, proj, 4x MLP with biases, two LayerNorms), final LN.
 // Llama (model/model_config.h): q, k, v, o, SwiGLU's three matrices and two RMSNorms per
 // layer, the final RMSNorm, and an untied LM head unless tie_embeddings.
-double parameter_count(const ModelSpec& m) {
+// One feed-forward of width h: llama's gate, up, down; gpt's c_fc and c_proj with biases.
+double ffn_params(const ModelSpec& m, double h) {
   const double c = m.d_model;
+  return m.is_llama() ? 3 * h * c : 2 * h * c + h + c;
+}
+
+int moe_layers(const ModelSpec& m) {
+  int n = 0;
+  for (int l = 0; l < m.n_layer; ++l) n += m.moe_layer(l) ? 1 : 0;
+  return n;
+}
+
+// `active`: only the experts one token uses (top_k routed and the shared ones).
+double parameter_count(const ModelSpec& m, bool active = false) {
+  const double c = m.d_model;
+  // Each MoE layer: its router and experts instead of the dense MLP.
+  const int experts = active ? m.moe.top_k : m.moe.num_experts;
+  const double moe =
+      moe_layers(m) *
+      (m.moe.num_experts * c + (experts + m.moe.shared_experts) * ffn_params(m, m.expert_hidden()) -
+       ffn_params(m, m.mlp_hidden()));
   if (m.is_llama()) {
     const double hd = c / m.n_head, h = m.mlp_hidden();
     const double per_layer = (m.n_head + 2.0 * m.kv_heads()) * hd * c + c * c + 3 * h * c + 2 * c;
     return static_cast<double>(m.vocab_size) * c * (m.tie_embeddings ? 1 : 2) +
-           m.n_layer * per_layer + c;
+           m.n_layer * per_layer + c + moe;
   }
   return static_cast<double>(m.vocab_size) * c + static_cast<double>(m.seq_len) * c +
-         m.n_layer * (12 * c * c + 13 * c) + 2 * c;
+         m.n_layer * (12 * c * c + 13 * c) + 2 * c + moe;
 }
 
 std::string human(double n) {
@@ -88,9 +107,10 @@ std::string summary(const JobSpec& s) {
   const ParallelSpec& p = s.parallel;
   const TrainingSpec& t = s.training;
   const double params = parameter_count(m);
+  const double active = parameter_count(m, true);
   const long long tokens_per_step = 1LL * t.global_batch_size * m.seq_len;
-  // PaLM appendix B: 6N per token for the weights plus 12·L·C·T for attention.
-  const double flops_per_token = 6 * params + 12.0 * m.n_layer * m.d_model * m.seq_len;
+  // PaLM appendix B: 6N per token for the weights one token uses plus 12·L·C·T for attention.
+  const double flops_per_token = 6 * active + 12.0 * m.n_layer * m.d_model * m.seq_len;
 
   std::ostringstream out;
   out << "job:        " << s.name << (s.spec_path.empty() ? "" : "  (" + s.spec_path.string() + ")")
@@ -108,8 +128,22 @@ std::string summary(const JobSpec& s) {
         << ", rope_theta " << m.rope_theta << ", norm_eps " << m.norm_eps
         << (m.tie_embeddings ? ", tied" : ", untied") << " LM head\n";
   }
-  out << "parameters: " << human(params) << " (" << human(params / (p.tp * p.pp))
-      << " per worker), " << human(flops_per_token) << " FLOP per token (fwd+bwd)\n";
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    out << "moe:        " << e.num_experts << " experts x " << m.expert_hidden() << ", top "
+        << e.top_k << " (" << e.score << ")";
+    if (e.shared_experts > 0) out << " + " << e.shared_experts << " shared";
+    out << ", layers " << e.layers << " (" << moe_layers(m) << " of " << m.n_layer << "), balance "
+        << e.balance << ", ";
+    if (e.capacity_factor > 0) {
+      out << "capacity factor " << e.capacity_factor << "\n";
+    } else {
+      out << "dropless\n";
+    }
+  }
+  out << "parameters: " << human(params) << " total, " << human(active) << " active per token ("
+      << human(params / (p.tp * p.pp)) << " per worker), " << human(flops_per_token)
+      << " FLOP per token (fwd+bwd)\n";
   out << "batch:      " << t.global_batch_size << " sequences = micro " << t.micro_batch_size
       << " x grad_accum " << s.grad_accum() << " x dp " << p.dp << "; " << tokens_per_step
       << " tokens/step, " << human(static_cast<double>(tokens_per_step) * t.steps) << " tokens in "

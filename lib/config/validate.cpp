@@ -71,6 +71,46 @@ void check_model(const JobSpec& s, const Checker& c) {
   }
 }
 
+// model.moe (docs/job-spec.md, "model.moe"): what is built is dropless or capacity-capped
+// routing with aux-loss or no balancing, on the CPU backend, experts split over tp like the
+// dense MLP.
+void check_moe(const JobSpec& s, const Checker& c) {
+  const ModelSpec& m = s.model;
+  const MoeSpec& e = m.moe;
+  if (!e.enabled()) return;
+  if (e.top_k > e.num_experts) {
+    c.fail("model.moe.top_k", "must be at most model.moe.num_experts (" +
+                                  std::to_string(e.num_experts) + "); got " +
+                                  std::to_string(e.top_k) + ". Lower top_k or add experts.");
+  }
+  bool any = false;
+  for (int l = 0; l < m.n_layer; ++l) any = any || m.moe_layer(l);
+  if (!any) {
+    c.fail("model.moe.layers", "\"" + e.layers + "\" selects none of the model's " +
+                                   std::to_string(m.n_layer) + " layers (0.." +
+                                   std::to_string(m.n_layer - 1) +
+                                   "); use all, a smaller every_N or from_K, or remove model.moe.");
+  }
+  if (e.balance == "bias") {
+    c.fail("model.moe.balance",
+           "bias (auxiliary-loss-free balancing) is not built yet; use aux_loss or none.");
+  }
+  if (s.device == Device::cuda) {
+    c.fail("model.moe",
+           "mixture-of-experts layers run on the CPU backend only (the CUDA "
+           "backend has no grouped expert kernels yet); use device: cpu, or "
+           "remove model.moe.");
+  }
+  if (m.expert_hidden() % s.parallel.tp != 0) {
+    c.fail("parallel.tp", "must divide the experts' width model.moe.expert_ffn_hidden (" +
+                              std::to_string(m.expert_hidden()) +
+                              "), which tensor parallelism "
+                              "splits like the dense MLP's; got " +
+                              std::to_string(s.parallel.tp) + ". Use tp in " +
+                              divisors_of(m.expert_hidden()) + ".");
+  }
+}
+
 void check_parallel(const JobSpec& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const ModelSpec& m = s.model;
@@ -416,6 +456,7 @@ void check_run_dir(const JobSpec& s, const Checker& c) {
 void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   const Checker c(locations);
   check_model(spec, c);
+  check_moe(spec, c);
   check_parallel(spec, c);
   check_dp_sync(spec, c);
   check_powersgd(spec, c);

@@ -162,6 +162,7 @@ int Gpt::head_weight() const {
 const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
                                 bool backward, float grad_scale, ChunkLoss* loss) {
   float* input = input_buffer(chunk, slot);
+  ctx_.grad_scale = backward ? grad_scale : 0.0f;  // for losses inside blocks (MoE aux)
   if (has_embedding(chunk)) {
     // Each TP rank embeds the tokens of its vocabulary rows; the allreduce sums.
     resident_hook(true, ResidentUse::embedding_forward, false);

@@ -20,6 +20,13 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> GptDecoder::parameter_
 
 GptDecoder::GptDecoder(const ModelConfig& config, ops::Backend& backend, const WeightLoader& load)
     : config_(config), be_(backend) {
+  if (config_.moe.enabled()) {
+    // The one-token step of an MoE feed-forward is not written yet (docs/ARCHITECTURE.md,
+    // "The model as blocks", 8).
+    throw std::invalid_argument(
+        "sampling a mixture-of-experts model is not supported yet; evaluate it with "
+        "`trainctl eval` instead");
+  }
   const auto shapes = parameter_shapes(config_);
   size_t i = 0;
   // The next parameter in loading order, in host memory.

@@ -55,6 +55,17 @@ double block_cost(const ModelConfig& c, int seq_len) {
   return make_block(ctx, params, 0)->macs_per_token(seq_len);
 }
 
+std::vector<double> layer_costs(const ModelConfig& c, int seq_len) {
+  ModelContext ctx;
+  ctx.config = c;
+  ctx.shard = GptShardSpec::whole(c);
+  ParamList params(ctx.shard);
+  std::vector<double> out;
+  for (int l = 0; l < c.n_layer; ++l)
+    out.push_back(make_block(ctx, params, l)->macs_per_token(seq_len));
+  return out;
+}
+
 double head_cost(const ModelConfig& c) { return static_cast<double>(c.vocab_size) * c.d_model; }
 
 std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts) {
@@ -69,8 +80,20 @@ std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len,
   // The embedding is a gather (no products) but its backward scatters into wte: count it
   // as a small fixed share of a block so ties go to the later stages.
   const double embed = 0.05 * blk;
+  // Blocks of unequal cost (some layers MoE) by prefix sums; equal ones as before, so a
+  // dense model's partition is unchanged bit for bit.
+  const std::vector<double> layer = layer_costs(config, seq_len);
+  const bool uniform = std::all_of(layer.begin(), layer.end(), [&](double c) { return c == blk; });
+  std::vector<double> prefix(static_cast<size_t>(L) + 1, 0.0);
+  for (int l = 0; l < L; ++l) {
+    prefix[static_cast<size_t>(l) + 1] =
+        prefix[static_cast<size_t>(l)] + layer[static_cast<size_t>(l)];
+  }
   auto cost = [&](int first, int end, bool is_first, bool is_last) {
-    return (end - first) * blk + (is_first ? embed : 0.0) + (is_last ? head : 0.0);
+    const double blocks =
+        uniform ? (end - first) * blk
+                : prefix[static_cast<size_t>(end)] - prefix[static_cast<size_t>(first)];
+    return blocks + (is_first ? embed : 0.0) + (is_last ? head : 0.0);
   };
   // best[p][l]: the cheapest maximum over the first p parts covering blocks [0, l).
   const double inf = std::numeric_limits<double>::infinity();

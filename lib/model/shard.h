@@ -64,7 +64,8 @@ struct LayerRange {
 // Splits n_layer blocks into `parts` contiguous ranges (pipeline stages, in order) so the
 // most expensive part is as cheap as possible, counting the embedding with the first part
 // and the final LayerNorm + LM head with the last (its cost grows with vocab / d_model).
-// Every part gets at least one block. Throws std::invalid_argument unless
+// Each block counts its own cost (layer_costs). Every part gets at least one block. Throws
+// std::invalid_argument unless
 // 1 <= parts <= n_layer.
 std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts);
 
@@ -73,6 +74,8 @@ std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len,
 // them (Block::macs_per_token).
 double block_cost(const ModelConfig& config, int seq_len);
 double head_cost(const ModelConfig& config);
+// Each layer's block cost (layers differ when only some are mixture-of-experts layers).
+std::vector<double> layer_costs(const ModelConfig& config, int seq_len);
 
 // What one rank holds.
 struct GptShardSpec {

@@ -122,7 +122,11 @@ double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
 std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan) {
   const bool mixed = uses_mixed_layout(spec);
-  std::string out =
+  // The model's own count (model/model_config.h): with MoE, one token uses only its experts.
+  const model::ModelConfig config = model_config_of(spec.model);
+  std::string out = "parameters: " + std::to_string(config.num_params()) + " total, " +
+                    std::to_string(config.active_params()) + " active per token\n";
+  out +=
       std::string("memory per rank (MiB; ") +
       (mixed ? "device: cuda, " + std::string(dtype_name(spec.precision.compute)) +
                    " mixed precision: 16-bit weights and activations, fp32 master weights "

@@ -17,6 +17,18 @@ model::ModelConfig model_config_of(const config::ModelSpec& m) {
     c.rope_theta = static_cast<float>(m.rope_theta);
     c.tie_embeddings = m.tie_embeddings;
   }
+  if (m.moe.enabled()) {
+    const config::MoeSpec& e = m.moe;
+    c.moe.num_experts = e.num_experts;
+    c.moe.top_k = e.top_k;
+    c.moe.expert_ffn_hidden = m.expert_hidden();
+    c.moe.shared_experts = e.shared_experts;
+    c.moe.score = e.score == "sigmoid" ? model::MoeScore::sigmoid : model::MoeScore::softmax;
+    c.moe.aux_loss_coef = e.balance == "aux_loss" ? static_cast<float>(e.aux_loss_coef) : 0.0f;
+    c.moe.capacity_factor = static_cast<float>(e.capacity_factor);
+    c.moe.layers_every = e.layers_every;
+    c.moe.layers_from = e.layers_from;
+  }
   return c;
 }
 

@@ -99,6 +99,18 @@ model::ModelConfig gpt_config(const config::JobSpec& spec) {
     c.rope_theta = static_cast<float>(spec.model.rope_theta);
     c.tie_embeddings = spec.model.tie_embeddings;
   }
+  if (spec.model.moe.enabled()) {
+    const config::MoeSpec& e = spec.model.moe;
+    c.moe.num_experts = e.num_experts;
+    c.moe.top_k = e.top_k;
+    c.moe.expert_ffn_hidden = spec.model.expert_hidden();
+    c.moe.shared_experts = e.shared_experts;
+    c.moe.score = e.score == "sigmoid" ? model::MoeScore::sigmoid : model::MoeScore::softmax;
+    c.moe.aux_loss_coef = e.balance == "aux_loss" ? static_cast<float>(e.aux_loss_coef) : 0.0f;
+    c.moe.capacity_factor = static_cast<float>(e.capacity_factor);
+    c.moe.layers_every = e.layers_every;
+    c.moe.layers_from = e.layers_from;
+  }
   return c;
 }
 

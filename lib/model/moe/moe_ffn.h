@@ -1,0 +1,79 @@
+#pragma once
+// The mixture-of-experts feed-forward: a Branch (model/block.h) in the feed-forward slot of
+// the layers ModelConfig::moe selects (model/block_factory.cpp). Llama + MoE is Mixtral
+// (SwiGLU experts); gpt + MoE has GELU experts.
+//
+//   router (model/moe/router.h): fp32 logits h Wg^T, scores, top_k, gates, dispatch;
+//   experts (model/moe/grouped_experts.h): the tokens gathered in expert order, one
+//   product per expert and weight over its rows;
+//   y[t] = sum over t's kept rows of gate * expert output (shared experts: gate 1).
+//
+// Parameters, in flat order: `prefix`.gate.weight [E, C] (replicated: the router sees whole
+// tokens, the same on every TP rank), `prefix`.experts.<i>.*, then
+// `prefix`.shared_experts.<i>.*. Checkpoint names: llama
+// model.layers.<l>.block_sparse_moe.* (Mixtral's), gpt transformer.h.<l>.moe.*.
+//
+// Tensor parallelism: every expert is split over the TP group like the dense MLP (there is
+// no expert parallelism): each rank computes its hidden slice of every token's experts and
+// the combined output is allreduced once. d(gate) needs the whole expert output, so its
+// TP-partial dot products are allreduced ([N, top_k] floats); the router's backward then
+// runs identically on every TP rank and its input gradient is added after the TP allreduce
+// of the experts' part. So routing, gates, aux loss and the router's gradients are the same
+// on every layout.
+//
+// The auxiliary loss's gradient is scaled by the micro-batch's gradient scale
+// (ModelContext::grad_scale) times T per sequence: the loss is coef * (mean over the step's
+// sequences of the sequence-wise aux), added to the cross-entropy's objective.
+//
+// CPU only: the dispatch and the router are host loops over the backend's buffers (the
+// job spec refuses device: cuda with MoE).
+#include <string>
+#include <vector>
+
+#include "model/block.h"
+#include "model/moe/grouped_experts.h"
+#include "model/moe/router.h"
+#include "model/param_list.h"
+
+namespace trainctl::model::moe {
+
+class MoeFfn final : public Branch {
+ public:
+  MoeFfn(const ModelContext& ctx, ParamList& params, const std::string& prefix);
+
+  void allocate(ActivationArena& arena, int slots) override;
+  void forward(int slot, const float* h, float* y) override;
+  void refill(int slot, float* y) override;
+  void backward(int slot, const float* h, const float* dy, float* dh,
+                const PieceReport& report) override;
+  double macs_per_token(int seq_len) const override;
+
+  // The last forward's routing of `slot` (tests, statistics).
+  const Routing& routing(int slot) const { return acts_.at(static_cast<size_t>(slot)).routing; }
+  int gate_param() const { return gate_; }
+
+ private:
+  struct Acts {
+    Routing routing;
+    float aux_scale = 0;  // the aux loss's weight per sequence
+    float* fc;            // [rows, fc_width]: kept unless recomputation is full
+    float* act;           // [rows, H/tp]: kept only without recomputation
+    float* out;           // [rows, C] the experts' TP-partial outputs: kept unless full
+  };
+  void gather(const Routing& r, const float* h, float* x) const;
+  // out from act, y = the gated sum of out, allreduced over the TP group.
+  void project_and_combine(const Acts& a, float* y);
+  const int* shared_offsets(const Routing& r) const;
+
+  const ModelContext& ctx_;
+  int gate_;
+  GroupedExperts routed_, shared_;
+  std::vector<Acts> acts_;  // per slot
+  int64_t max_rows_;        // N * (top_k + shared_experts)
+  // Scratch: the gathered tokens, d(out) (then d(x)), d(act), d(fc), logits, dlogits,
+  // d(gate).
+  float *x_ = nullptr, *d_out_ = nullptr, *d_act_ = nullptr, *d_fc_ = nullptr;
+  float *logits_ = nullptr, *dlogits_ = nullptr, *dgate_ = nullptr;
+};
+
+}  // namespace trainctl::model::moe

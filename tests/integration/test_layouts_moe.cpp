@@ -1,0 +1,159 @@
+// The layout-equivalence matrix for mixture-of-experts models (model/moe/, DESIGN.md "How
+// correctness is proven"): the same MoE job trained under dp, tp and pp in {1, 2} gives the
+// same per-step losses and gradient norms as one worker, for both families and both built
+// balance modes (aux_loss, none); and a checkpoint of an MoE model resumes onto another
+// layout.
+#include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "integration/helpers.h"
+#include "integration/rounding_bounds.h"
+
+using namespace trainctl::test;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  std::vector<double> losses, grad_norms;
+  double val_loss = 0;
+};
+
+// 4 blocks, vocab 64, micro-batch 2, global batch 8 (as test_layouts_3d.cpp). gpt: MoE in
+// layers 1 and 3 (every_2); llama (Mixtral): every layer, with a shared expert.
+std::string model_of(const std::string& family, const std::string& balance) {
+  const std::string moe =
+      "moe: {num_experts: 4, top_k: 2, expert_ffn_hidden: 24, balance: " + balance +
+      ", aux_loss_coef: 0.05";
+  if (family == "gpt") {
+    return "{vocab_size: 64, seq_len: 16, n_layer: 4, n_head: 4, d_model: 32, " + moe +
+           ", layers: every_2}}";
+  }
+  return "{type: llama, vocab_size: 64, seq_len: 16, n_layer: 4, n_head: 4, n_kv_head: 2, "
+         "d_model: 32, ffn_hidden: 48, " +
+         moe + ", score: sigmoid, shared_experts: 1}}";
+}
+
+void write_job(const fs::path& file, const std::string& name, const std::string& model,
+               const std::string& parallel, const std::string& extra = "") {
+  write_text(file, "name: " + name + "\nseed: 11\nmodel: " + model +
+                       "\ndata: {type: synthetic}\nparallel: " + parallel +
+                       "\ntraining: {steps: 6, micro_batch_size: 2, global_batch_size: 8, "
+                       "eval_every: 6, eval_batches: 2}\n"
+                       "optimizer: {lr: 1.0e-2, warmup_steps: 1, min_lr: 1.0e-3}\n"
+                       "logging: {every_steps: 1}\nruntime: {comm_timeout_s: 60}\n" +
+                       extra);
+}
+
+Run read_run(const fs::path& run_dir) {
+  Run run;
+  std::istringstream in(read_text(run_dir / "metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const json row = json::parse(line);
+    run.losses.push_back(row["loss"].get<double>());
+    run.grad_norms.push_back(row["grad_norm"].get<double>());
+    if (row.contains("val_loss")) run.val_loss = row["val_loss"];
+  }
+  return run;
+}
+
+Run train_layout(const fs::path& dir, const std::string& name, const std::string& model,
+                 const std::string& parallel) {
+  const fs::path job = dir / (name + ".yaml");
+  write_job(job, name, model, parallel);
+  const ProcResult r = run_trainctl({"train", job.string()}, dir, std::chrono::seconds(180));
+  INFO(name << "\n" << r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  Run run = read_run(dir / "runs" / name);
+  REQUIRE(run.losses.size() == 6);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("MoE: every dp x tp x pp layout reproduces the single-worker run",
+          "[train][layout][moe]") {
+  TempDir dir("layouts-moe");
+  struct Case {
+    std::string family, balance;
+  };
+  for (const Case& m : {Case{"gpt", "aux_loss"}, Case{"llama", "aux_loss"}, Case{"gpt", "none"},
+                        Case{"llama", "none"}}) {
+    const std::string model = model_of(m.family, m.balance);
+    const std::string tag = m.family + "-" + m.balance;
+    std::vector<std::pair<std::string, std::string>> layouts = {
+        {"d2t1p1", "{dp: 2}"}, {"d1t2p1", "{tp: 2}"}, {"d1t1p2", "{pp: 2, schedule: 1f1b}"}};
+    if (m.balance == "aux_loss") {
+      layouts.push_back({"d2t2p2", "{dp: 2, tp: 2, pp: 2}"});
+      layouts.push_back({"d2t1p1-zero3", "{dp: 2, zero: 3}"});
+    }
+    const Run ref = train_layout(dir.path(), tag + "-d1t1p1", model, "{dp: 1}");
+    for (const auto& [layout, parallel] : layouts) {
+      const Run run = train_layout(dir.path(), tag + "-" + layout, model, parallel);
+      for (size_t s = 0; s < ref.losses.size(); ++s) {
+        INFO(tag << " " << layout << " step " << s + 1);
+        CHECK(run.losses[s] == Approx(ref.losses[s]).epsilon(kFp32LayoutTolerance));
+        CHECK(run.grad_norms[s] == Approx(ref.grad_norms[s]).epsilon(1e-4));
+      }
+      INFO(tag << " " << layout << " validation");
+      CHECK(run.val_loss == Approx(ref.val_loss).epsilon(kFp32LayoutTolerance));
+    }
+  }
+}
+
+TEST_CASE("MoE: a checkpoint resumes on the same and on another layout", "[resume][moe]") {
+  TempDir dir("resume-moe");
+  for (const std::string family : {"gpt", "llama"}) {
+    const std::string model = model_of(family, "aux_loss");
+    const fs::path job = dir.path() / (family + ".yaml");
+    write_job(job, family, model, "{dp: 1}", "checkpoint: {every_steps: 3, async: false}\n");
+    const fs::path ref = dir.path() / (family + "-ref");
+    const ProcResult straight =
+        run_trainctl({"train", job.string(), "--set", "run_dir=" + ref.string()}, dir.path(),
+                     std::chrono::seconds(180));
+    INFO(straight.out << straight.err);
+    REQUIRE(straight.exit_code == 0);
+    const Run want = read_run(ref);
+    const std::string step3 = (ref / "checkpoints" / "step_00000003").string();
+    for (const std::string layout : {"dp1", "tp2", "pp2"}) {
+      const fs::path out = dir.path() / (family + "-" + layout);
+      std::vector<std::string> args = {"train",    job.string(), "--set", "run_dir=" + out.string(),
+                                       "--resume", step3};
+      if (layout == "tp2") args.insert(args.end(), {"--set", "parallel.tp=2"});
+      if (layout == "pp2") args.insert(args.end(), {"--set", "parallel.pp=2"});
+      const ProcResult r = run_trainctl(args, dir.path(), std::chrono::seconds(180));
+      INFO(family << " " << layout << "\n" << r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      const Run got = read_run(out);
+      REQUIRE(got.losses.size() == 3);  // steps 4-6
+      for (size_t s = 0; s < 3; ++s) {
+        INFO(family << " " << layout << " step " << s + 4);
+        if (layout == "dp1") {
+          CHECK(got.losses[s] == want.losses[s + 3]);  // same layout: bit for bit
+        } else {
+          CHECK(got.losses[s] == Approx(want.losses[s + 3]).epsilon(kFp32LayoutTolerance));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("MoE: plan and validate print total and active parameters", "[plan][moe]") {
+  TempDir dir("plan-moe");
+  const fs::path job = dir.path() / "job.yaml";
+  write_job(job, "plan", model_of("gpt", "aux_loss"), "{pp: 2}");
+  // Dense: 64·32 + 16·32 + 4·(12·32² + 13·32) + 2·32 = 53440. Layers 1 and 3 swap their
+  // MLP (2·128·32 + 128 + 32 = 8352) for a router (4·32) and 4 experts of 2·24·32 + 24 + 32
+  // = 1592: 49728 in all; a token uses 2 of the 4 experts: 49728 - 2·2·1592 = 43360.
+  const ProcResult plan = run_trainctl({"plan", job.string()}, dir.path());
+  INFO(plan.out << plan.err);
+  REQUIRE(plan.exit_code == 0);
+  CHECK_THAT(plan.out, Catch::Contains("parameters: 49728 total, 43360 active per token"));
+  const ProcResult validate = run_trainctl({"validate", job.string()}, dir.path());
+  INFO(validate.out << validate.err);
+  REQUIRE(validate.exit_code == 0);
+  CHECK_THAT(validate.out, Catch::Contains("parameters: 49.7K total, 43.4K active per token"));
+  CHECK_THAT(validate.out, Catch::Contains("moe:        4 experts x 24, top 2 (softmax), layers "
+                                           "every_2 (2 of 4), balance aux_loss, dropless"));
+}
