@@ -126,13 +126,12 @@ std::string format_memory_plan(const config::JobSpec& spec,
   const model::ModelConfig config = model_config_of(spec.model);
   std::string out = "parameters: " + std::to_string(config.num_params()) + " total, " +
                     std::to_string(config.active_params()) + " active per token\n";
-  out +=
-      std::string("memory per rank (MiB; ") +
-      (mixed ? "device: cuda, " + std::string(dtype_name(spec.precision.compute)) +
-                   " mixed precision: 16-bit weights and activations, fp32 master weights "
-                   "and AdamW moments"
-             : "tensor memory, as mem_peak_mb in metrics.jsonl") +
-      "; activation checkpointing: " + spec.training.activation_checkpointing + "):\n";
+  out += std::string("memory per rank (MiB; ") +
+         (mixed ? "device: cuda, " + std::string(dtype_name(spec.precision.compute)) +
+                      " mixed precision: 16-bit weights and activations, fp32 master weights "
+                      "and AdamW moments"
+                : "tensor memory, as mem_peak_mb in metrics.jsonl") +
+         "; activation checkpointing: " + spec.training.activation_checkpointing + "):\n";
   // Columns: ranks, stage, then the parts; `master` only where the layout has one.
   auto row = [&](const std::vector<std::string>& cells) {
     char cell[64];
