@@ -27,19 +27,16 @@ GroupedExperts::GroupedExperts(const ModelContext& ctx, ParamList& params,
 void GroupedExperts::fc_forward(const int* offsets, const float* x, float* fc) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
-  for (int i = 0; i < count(); ++i) {
-    const int n = offsets[i + 1] - offsets[i];
-    if (n == 0) continue;
-    const Expert& e = experts_[static_cast<size_t>(i)];
-    const float* xi = x + static_cast<size_t>(offsets[i]) * C;
-    float* fci = fc + static_cast<size_t>(offsets[i]) * W;
+  for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+    const float* xi = x + r0 * C;
+    float* fci = fc + r0 * W;
     if (e.w_in2 >= 0) {
       ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in), C, 0.0f, fci, W);
       ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in2), C, 0.0f, fci + H, W);
     } else {
       ctx_.be().linear_forward(fci, xi, w.data(e.w_in), w.data(e.b_in), n, C, H);
     }
-  }
+  });
 }
 
 void GroupedExperts::activate(int rows, const float* fc, float* act) const {
@@ -54,31 +51,22 @@ void GroupedExperts::activate(int rows, const float* fc, float* act) const {
 void GroupedExperts::project(const int* offsets, const float* act, float* out) const {
   const int C = ctx_.config.d_model, H = H_local_;
   auto& w = ctx_.w();
-  for (int i = 0; i < count(); ++i) {
-    const int n = offsets[i + 1] - offsets[i];
-    if (n == 0) continue;
-    const Expert& e = experts_[static_cast<size_t>(i)];
+  for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* bias = e.b_out >= 0 && ctx_.bias_here() ? w.data(e.b_out) : nullptr;
-    ctx_.be().linear_forward(out + static_cast<size_t>(offsets[i]) * C,
-                             act + static_cast<size_t>(offsets[i]) * H, w.data(e.w_out), bias, n, H,
-                             C);
-  }
+    ctx_.be().linear_forward(out + r0 * C, act + r0 * H, w.data(e.w_out), bias, n, H, C);
+  });
 }
 
 void GroupedExperts::backward_out(const int* offsets, const float* d_out, const float* act,
                                   float* d_act) const {
   const int C = ctx_.config.d_model, H = H_local_;
   auto& w = ctx_.w();
-  for (int i = 0; i < count(); ++i) {
-    const int n = offsets[i + 1] - offsets[i];
-    if (n == 0) continue;
-    const Expert& e = experts_[static_cast<size_t>(i)];
+  for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     // Row-parallel: c_proj's bias gradient is the full one on every TP rank.
-    const size_t r0 = static_cast<size_t>(offsets[i]);
     ctx_.be().linear_backward(d_act + r0 * H, w.grad(e.w_out),
                               e.b_out >= 0 ? w.grad(e.b_out) : nullptr, d_out + r0 * C,
                               act + r0 * H, w.data(e.w_out), n, H, C);
-  }
+  });
 }
 
 void GroupedExperts::activate_backward(int rows, const float* fc, const float* d_act,
@@ -94,12 +82,9 @@ void GroupedExperts::activate_backward(int rows, const float* fc, const float* d
 void GroupedExperts::weight_grads_in(const int* offsets, const float* d_fc, const float* x) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
-  for (int i = 0; i < count(); ++i) {
-    const int n = offsets[i + 1] - offsets[i];
-    if (n == 0) continue;
-    const Expert& e = experts_[static_cast<size_t>(i)];
-    const float* xi = x + static_cast<size_t>(offsets[i]) * C;
-    const float* di = d_fc + static_cast<size_t>(offsets[i]) * W;
+  for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+    const float* xi = x + r0 * C;
+    const float* di = d_fc + r0 * W;
     if (e.w_in2 >= 0) {
       ctx_.be().gemm(true, false, H, C, n, 1.0f, di, W, xi, C, 1.0f, w.grad(e.w_in), C);
       ctx_.be().gemm(true, false, H, C, n, 1.0f, di + H, W, xi, C, 1.0f, w.grad(e.w_in2), C);
@@ -107,23 +92,20 @@ void GroupedExperts::weight_grads_in(const int* offsets, const float* d_fc, cons
       ctx_.be().linear_backward(nullptr, w.grad(e.w_in), w.grad(e.b_in), di, xi, w.data(e.w_in), n,
                                 C, H);
     }
-  }
+  });
 }
 
 void GroupedExperts::input_grad(const int* offsets, const float* d_fc, float* dx) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
-  for (int i = 0; i < count(); ++i) {
-    const int n = offsets[i + 1] - offsets[i];
-    if (n == 0) continue;
-    const Expert& e = experts_[static_cast<size_t>(i)];
-    const float* di = d_fc + static_cast<size_t>(offsets[i]) * W;
-    float* dxi = dx + static_cast<size_t>(offsets[i]) * C;
+  for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+    const float* di = d_fc + r0 * W;
+    float* dxi = dx + r0 * C;
     ctx_.be().gemm(false, false, n, C, H, 1.0f, di, W, w.data(e.w_in), C, 0.0f, dxi, C);
     if (e.w_in2 >= 0) {
       ctx_.be().gemm(false, false, n, C, H, 1.0f, di + H, W, w.data(e.w_in2), C, 1.0f, dxi, C);
     }
-  }
+  });
 }
 
 }  // namespace trainctl::model::moe

@@ -42,6 +42,15 @@ class GroupedExperts {
   void input_grad(const int* offsets, const float* d_fc, float* dx) const;
 
  private:
+  // Calls f(expert, first row, rows) for each expert that received rows: `offsets[i]` is
+  // expert i's first row in the grouped (sorted) buffers, offsets[count()] their end.
+  template <class F>
+  void for_each_group(const int* offsets, F&& f) const {
+    for (int i = 0; i < count(); ++i) {
+      const int n = offsets[i + 1] - offsets[i];
+      if (n > 0) f(experts_[static_cast<size_t>(i)], static_cast<size_t>(offsets[i]), n);
+    }
+  }
   struct Expert {
     int w_in = -1, w_in2 = -1, b_in = -1;  // llama: w1, w3; gpt: c_fc weight, bias
     int w_out = -1, b_out = -1;            // llama: w2; gpt: c_proj weight, bias
