@@ -63,11 +63,12 @@ void linear_backward_split(const ModelContext& ctx, float* dinp, int weight, int
                        w.data(weight), N, IC, OC);
     return;
   }
+  // The copies first: dinp may be a buffer the caller's inp or dout lived in.
+  const float* kept_dout = ctx.defer->keep(dout, static_cast<size_t>(N) * OC);
+  const float* kept_inp = ctx.defer->keep(inp, static_cast<size_t>(N) * IC);
   if (dinp != nullptr) {
     be.gemm(false, false, N, IC, OC, 1.0f, dout, OC, w.data(weight), IC, 0.0f, dinp, IC);
   }
-  const float* kept_dout = ctx.defer->keep(dout, static_cast<size_t>(N) * OC);
-  const float* kept_inp = ctx.defer->keep(inp, static_cast<size_t>(N) * IC);
   ctx.defer->add([&ctx, weight, bias, kept_dout, kept_inp, IC, OC] {
     auto& p = ctx.w();
     ctx.be().linear_backward(nullptr, p.grad(weight), bias >= 0 ? p.grad(bias) : nullptr, kept_dout,

@@ -16,13 +16,14 @@ For each pipeline run it reports:
   - bubble_metrics: metrics.jsonl's pipeline_bubble (time the stages spend in receives and
     send waits, over pp x step time), median;
   - bubble_theory: the schedule's (parallel/pipeline_schedule.h theoretical_bubble);
+  - compute_ms_per_stage: the stages' forward/backward/B/W time per step, from the trace;
   - step_ms, tokens/s and the speed-up over one worker (medians after warm-up);
   - the memory: each stage's peak micro-batches held (trainctl plan --json: the memory
     plan's activations) and each rank's measured peak tensor memory (mem_peak_mb_ranks).
 One JSON line per case, then a table; `trainctl plan` output of zb1p for one layout.
 
 Usage: scripts/bench/bench_pipeline.py [--trainctl build/trainctl] [--steps 10] [--pp 2]
-                                       [--micro-batches 4 8]
+                                       [--micro-batches 4 8] [--repeats 3]
 """
 import argparse
 import json
@@ -67,9 +68,12 @@ def trace_bubble(trace_path, pp):
         if e["name"] in COMPUTE:
             step["busy"] += e["dur"]
             step["end"] = end if step["end"] is None else max(step["end"], end)
-    shares = [1.0 - s["busy"] / (pp * (s["end"] - s["start"]))
-              for s in steps.values() if s["end"] is not None]
-    return statistics.median(shares)
+    done = [s for s in steps.values() if s["end"] is not None]
+    shares = [1.0 - s["busy"] / (pp * (s["end"] - s["start"])) for s in done]
+    # The stages' compute time per step (ms, mean over stages): what the schedule costs
+    # besides its bubble (zb1p's B and W copy the operands W needs).
+    busy_ms = statistics.median(s["busy"] / pp / 1000.0 for s in done)
+    return statistics.median(shares), busy_ms
 
 
 def theory(pp, schedule, m):
@@ -94,7 +98,8 @@ def run(binary, pp, schedule, m, steps, want_plan_text):
                "mem_peak_mb_ranks": rows[-1]["mem_peak_mb_ranks"]}
         plan_text = None
         if pp > 1:
-            out["bubble_trace"] = trace_bubble(os.path.join(d, "run", "trace.json"), pp)
+            out["bubble_trace"], out["compute_ms_per_stage"] = trace_bubble(
+                os.path.join(d, "run", "trace.json"), pp)
             out["bubble_metrics"] = statistics.median(r["pipeline_bubble"] for r in steady)
             out["bubble_theory"] = theory(pp, schedule, m)
             plan = json.loads(subprocess.run([binary, "plan", spec, "--json"], check=True,
@@ -107,32 +112,49 @@ def run(binary, pp, schedule, m, steps, want_plan_text):
     return out, plan_text
 
 
+def median_case(runs):
+    """One case's runs (several repeats) folded into medians."""
+    out = dict(runs[0])
+    for key in ("tokens_per_s", "step_ms", "bubble_trace", "bubble_metrics", "speedup",
+                "compute_ms_per_stage"):
+        if key in out:
+            out[key] = statistics.median(r[key] for r in runs)
+    out["repeats"] = len(runs)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainctl", default=os.path.join(ROOT, "build", "trainctl"))
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--pp", type=int, default=2)
     ap.add_argument("--micro-batches", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds over every case, interleaved; the table shows medians")
     args = ap.parse_args()
-    results, plan_text = [], None
-    for m in args.micro_batches:
-        base, _ = run(args.trainctl, 1, "1f1b", m, args.steps, False)
-        print(json.dumps(base), flush=True)
-        for schedule in SCHEDULES:
-            if schedule == "interleaved" and m % args.pp != 0:
-                continue
-            want_text = schedule == "zb1p" and m == args.micro_batches[-1]
-            r, text = run(args.trainctl, args.pp, schedule, m, args.steps, want_text)
-            r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
-            print(json.dumps(r), flush=True)
-            results.append(r)
-            plan_text = text or plan_text
-    print("\nschedule     m  bubble: trace  metrics  theory  step_ms  tokens/s  vs 1 worker"
-          "  peak mb held  peak MB/rank")
+    runs, plan_text = {}, None
+    for _ in range(args.repeats):
+        for m in args.micro_batches:
+            base, _ = run(args.trainctl, 1, "1f1b", m, args.steps, False)
+            print(json.dumps(base), flush=True)
+            for schedule in SCHEDULES:
+                if schedule == "interleaved" and m % args.pp != 0:
+                    continue
+                want_text = plan_text is None and schedule == "zb1p" and m == args.micro_batches[-1]
+                r, text = run(args.trainctl, args.pp, schedule, m, args.steps, want_text)
+                r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
+                print(json.dumps(r), flush=True)
+                runs.setdefault((m, schedule), []).append(r)
+                plan_text = text or plan_text
+    results = [median_case(v) for v in runs.values()]
+    print(f"\nmedians of {args.repeats} round(s)")
+    print("schedule     m  bubble: trace  metrics  theory  step_ms  compute_ms  tokens/s"
+          "  vs 1 worker  peak mb held  peak MB/rank")
     for r in results:
         print(f"{r['schedule']:11} {r['micro_batches']:2}  {100 * r['bubble_trace']:12.1f}% "
               f"{100 * r['bubble_metrics']:7.1f}% {100 * r['bubble_theory']:6.1f}% "
-              f"{r['step_ms']:8.1f} {r['tokens_per_s']:9.0f}  {r['speedup']:10.2f}x  "
+              f"{r['step_ms']:8.1f} {r['compute_ms_per_stage']:11.1f} {r['tokens_per_s']:9.0f}  "
+              f"{r['speedup']:10.2f}x  "
               f"{str(r['plan_peak_activations']):>12}  "
               f"{', '.join(f'{x:.1f}' for x in r['mem_peak_mb_ranks'])}")
     for m in args.micro_batches:
