@@ -72,7 +72,14 @@ std::string plan_layers(const config::JobSpec& spec) {
   const double head = model::head_cost(config) / model::block_cost(config, spec.model.seq_len);
   std::string out = "layers (" + std::to_string(config.n_layer) + " blocks, " + std::to_string(pp) +
                     (pp == 1 ? " stage" : " stages");
-  if (chunks > 1) {
+  const model::ChunkOrder order =
+      parallel::chunk_order(parallel::parse_schedule_kind(spec.parallel.schedule));
+  if (order == model::ChunkOrder::v_shape) {
+    out +=
+        " x 2 chunks in V order: chunk a of stage s is virtual stage s, chunk b virtual "
+        "stage " +
+        std::to_string(2 * pp - 1) + " - s";
+  } else if (chunks > 1) {
     out += " x " + std::to_string(chunks) + " chunks: chunk c of stage s is virtual stage c*" +
            std::to_string(pp) + " + s";
   }
@@ -80,7 +87,7 @@ std::string plan_layers(const config::JobSpec& spec) {
   std::vector<double> costs;
   for (int s = 0; s < pp; ++s) {
     const model::GptShardSpec shard =
-        model::GptShardSpec::of(config, spec.model.seq_len, pp, s, chunks, 1, 0);
+        model::GptShardSpec::of(config, spec.model.seq_len, pp, s, chunks, 1, 0, order);
     double cost = shard.head ? head : 0.0;
     std::string parts = shard.embedding ? "embedding, " : "";
     for (size_t c = 0; c < shard.chunks.size(); ++c) {
@@ -89,7 +96,7 @@ std::string plan_layers(const config::JobSpec& spec) {
       if (c > 0) parts += ", ";
       if (chunks > 1) {
         parts += "chunk " + parallel::chunk_suffix(static_cast<int>(c), chunks) + " (virtual " +
-                 std::to_string(static_cast<int>(c) * pp + s) + "): ";
+                 std::to_string(model::virtual_stage_of(order, static_cast<int>(c), s, pp)) + "): ";
       }
       parts += block_range(r);
     }
@@ -113,7 +120,8 @@ struct PlannedSchedule {
   parallel::ScheduleKind kind;
   int stages, micro_batches, chunks;
   bool interleaved() const { return kind == parallel::ScheduleKind::interleaved; }
-  bool zero_bubble() const { return kind == parallel::ScheduleKind::zb1p; }
+  bool zbv() const { return kind == parallel::ScheduleKind::zbv; }
+  bool zero_bubble() const { return kind == parallel::ScheduleKind::zb1p || zbv(); }
 };
 
 PlannedSchedule planned_schedule(const config::JobSpec& spec, std::optional<int> micro_batches) {
@@ -127,6 +135,11 @@ PlannedSchedule planned_schedule(const config::JobSpec& spec, std::optional<int>
     throw InputError(
         "parallel.schedule: interleaved needs parallel.pp >= 2 (with one stage there is no "
         "pipeline to interleave); use schedule: 1f1b");
+  }
+  if (p.zbv() && p.stages < 2) {
+    throw InputError(
+        "parallel.schedule: zbv needs parallel.pp >= 2 (its V turns on the last stage); use "
+        "schedule: zb1p");
   }
   if (p.interleaved() && p.micro_batches % p.stages != 0) {
     throw InputError("--micro-batches " + std::to_string(p.micro_batches) +
@@ -172,11 +185,13 @@ std::string schedule_text(const PlannedSchedule& p, const parallel::Simulation& 
   };
   std::string shape = count(p.stages, "stage", "stages");
   if (p.interleaved()) shape += " x " + std::to_string(p.chunks) + " chunks";
+  if (p.zbv()) shape += " x 2 chunks in V order";
   const double theory = parallel::theoretical_bubble(p.kind, p.stages, p.micro_batches, p.chunks);
   std::string out = std::string("schedule ") + parallel::to_string(p.kind) + ", " + shape + ", " +
                     count(p.micro_batches, "micro-batch", "micro-batches") + ": bubble " +
                     percent(sim.stats.bubble_fraction) + " (theory " +
                     (p.interleaved()   ? "(p-1)/(V*m+p-1)"
+                     : p.zbv()         ? "1-6m/max(6m+p-1,4m+4p-2)"
                      : p.zero_bubble() ? "(p-1)/(3m+p-1)"
                                        : "(p-1)/(m+p-1)") +
                     " = " + percent(theory);
@@ -185,14 +200,19 @@ std::string schedule_text(const PlannedSchedule& p, const parallel::Simulation& 
                                                              p.stages, p.micro_batches));
   }
   out += ")\npeak activations per stage [" + peak_list(sim) + "] " +
-         (p.interleaved() ? "(micro-batch chunks held, each 1/" + std::to_string(p.chunks) +
-                                " of the stage's layers)\n"
-                          : std::string(p.zero_bubble() ? "(micro-batches held from F to W)\n"
-                                                        : "(micro-batches held)\n"));
+         (p.interleaved() || p.zbv()
+              ? "(micro-batch chunks held" + std::string(p.zbv() ? " from F to W" : "") +
+                    ", each 1/" + std::to_string(p.chunks) + " of the stage's layers)\n"
+              : std::string(p.zero_bubble() ? "(micro-batches held from F to W)\n"
+                                            : "(micro-batches held)\n"));
   constexpr int kMaxCells = 64;  // lines of about 200 columns (250 with 2-digit micro-batches)
   const parallel::TimelineText timeline = parallel::draw_timeline(sim, 1, kMaxCells);
-  out += p.zero_bubble() ? "\ntimeline (one cell = one time unit: forward F<mb> 1, input gradients "
-                           "B<mb> 1, weight gradients W<mb> 1, idle ..):\n"
+  out += p.zbv() ? "\ntimeline (one cell = one time unit: chunk forward F<mb><chunk> 1, input "
+                   "gradients B<mb><chunk> 1, weight gradients W<mb><chunk> 1, idle ..; chunk a "
+                   "= virtual stage s, b = virtual stage 2p-1-s):\n"
+         : p.zero_bubble()
+             ? "\ntimeline (one cell = one time unit: forward F<mb> 1, input gradients "
+               "B<mb> 1, weight gradients W<mb> 1, idle ..):\n"
          : p.interleaved()
              ? "\ntimeline (one cell = one time unit: chunk forward F<mb><chunk> 1, backward "
                "B<mb><chunk>-- 2, idle ...; chunk a = the stage's first model chunk, b its "

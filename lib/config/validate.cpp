@@ -210,17 +210,24 @@ void check_zero_bubble(const JobSpec& s, const Checker& c) {
            "virtual_stages " +
                std::to_string(p.virtual_stages) + ". Set virtual_stages: 2.");
   }
-  if (p.schedule == "zbv") {
-    c.fail("parallel.schedule",
-           "zbv (two chunks per rank in V order) is not available yet: its V-shaped stage "
-           "layout is not built. Use schedule: zb1p (zero-bubble H1, 1F1B's memory), or "
-           "interleaved with virtual_stages: 2.");
+  if (p.schedule == "zbv" && p.pp < 2) {
+    c.fail("parallel.pp",
+           "the zbv schedule turns its V on the last of at least 2 pipeline ranks; got pp " +
+               std::to_string(p.pp) + ". Use pp >= 2, or schedule: 1f1b.");
+  } else if (p.schedule == "zbv" && 2LL * p.pp > s.model.n_layer) {
+    c.fail("parallel.pp", "the zbv schedule needs 2 × pp = " + std::to_string(2 * p.pp) +
+                              " chunks of at least one layer; model.n_layer is " +
+                              std::to_string(s.model.n_layer) + ". Use pp <= " +
+                              std::to_string(std::max(1, s.model.n_layer / 2)) + ".");
   }
-  if (p.schedule == "zb1p" && p.pp > 1 && p.zero == 3 && p.dp > 1) {
+  if ((p.schedule == "zb1p" || p.schedule == "zbv") && p.pp > 1 && p.zero == 3 && p.dp > 1) {
     c.fail("parallel.zero",
            "ZeRO-3 gives each block's gradient storage back right after its backward, but "
-           "schedule: zb1p computes weight gradients later (its W pass). Use zero: 1 or 2 "
-           "with zb1p, or schedule: 1f1b with zero: 3.");
+           "schedule: " +
+               p.schedule +
+               " computes weight gradients later (its W pass). Use zero: 1 or 2 "
+               "with " +
+               p.schedule + ", or schedule: 1f1b with zero: 3.");
   }
 }
 

@@ -134,20 +134,31 @@ GptShardSpec GptShardSpec::whole(const ModelConfig& config) {
 }
 
 GptShardSpec GptShardSpec::of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
-                              int virtual_stages, int tp, int tp_rank) {
+                              int virtual_stages, int tp, int tp_rank, ChunkOrder order) {
   if (pp < 1 || pp_rank < 0 || pp_rank >= pp || virtual_stages < 1 || tp < 1 || tp_rank < 0 ||
-      tp_rank >= tp) {
+      tp_rank >= tp || (order == ChunkOrder::v_shape && virtual_stages != 2)) {
     throw std::invalid_argument("GptShardSpec::of: invalid layout coordinates");
   }
   const std::vector<LayerRange> parts = partition_layers(config, seq_len, pp * virtual_stages);
   GptShardSpec s;
   for (int c = 0; c < virtual_stages; ++c)
-    s.chunks.push_back(parts[static_cast<size_t>(c * pp + pp_rank)]);
-  s.embedding = pp_rank == 0;
-  s.head = pp_rank == pp - 1;
+    s.chunks.push_back(parts[static_cast<size_t>(virtual_stage_of(order, c, pp_rank, pp))]);
+  const int last = pp * virtual_stages - 1;
+  s.embedding = place_of_virtual_stage(order, 0, pp).rank == pp_rank;
+  s.head = place_of_virtual_stage(order, last, pp).rank == pp_rank;
   s.tp_rank = tp_rank;
   s.tp_size = tp;
   return s;
+}
+
+int virtual_stage_of(ChunkOrder order, int chunk, int rank, int pp) {
+  if (order == ChunkOrder::v_shape && chunk == 1) return 2 * pp - 1 - rank;
+  return chunk * pp + rank;
+}
+
+ChunkPlace place_of_virtual_stage(ChunkOrder order, int virtual_stage, int pp) {
+  if (order == ChunkOrder::v_shape && virtual_stage >= pp) return {2 * pp - 1 - virtual_stage, 1};
+  return {virtual_stage % pp, virtual_stage / pp};
 }
 
 void check_tp_divisible(const ModelConfig& config, int tp) {

@@ -77,6 +77,13 @@ double head_cost(const ModelConfig& config);
 // Each layer's block cost (layers differ when only some are mixture-of-experts layers).
 std::vector<double> layer_costs(const ModelConfig& config, int seq_len);
 
+// How a rank's chunks map to virtual stages (pipeline positions 0 .. pp * V - 1).
+enum class ChunkOrder {
+  looped,   // chunk c of rank r is virtual stage c * pp + r (gpipe, 1f1b, interleaved, zb1p)
+  v_shape,  // V == 2 (zbv): rank r holds virtual stages r and 2 * pp - 1 - r, so rank 0
+            // holds both the embedding and the LM head and rank pp - 1 both middle stages
+};
+
 // What one rank holds.
 struct GptShardSpec {
   // Model chunks this rank runs, in pipeline order (one for gpipe/1f1b; `virtual_stages` for
@@ -90,12 +97,23 @@ struct GptShardSpec {
   // The whole model on one rank.
   static GptShardSpec whole(const ModelConfig& config);
   // Rank (pp_rank, tp_rank) of a pp × tp layout; chunk c of pipeline rank r is virtual
-  // stage c * pp + r of partition_layers(config, seq_len, pp * virtual_stages).
+  // stage virtual_stage_of(order, c, r, pp) of partition_layers(config, seq_len,
+  // pp * virtual_stages). v_shape needs virtual_stages == 2.
   static GptShardSpec of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
-                         int virtual_stages, int tp, int tp_rank);
+                         int virtual_stages, int tp, int tp_rank,
+                         ChunkOrder order = ChunkOrder::looped);
   // The tied LM head needs its own copy of wte (a stage without the embedding).
   bool tied_copy() const { return head && !embedding; }
 };
+
+// The virtual stage of chunk `chunk` on pipeline rank `rank` of `pp`.
+int virtual_stage_of(ChunkOrder order, int chunk, int rank, int pp);
+// The pipeline rank holding virtual stage `virtual_stage`, and the chunk it is there.
+struct ChunkPlace {
+  int rank;
+  int chunk;
+};
+ChunkPlace place_of_virtual_stage(ChunkOrder order, int virtual_stage, int pp);
 
 // Throws InputError-style std::invalid_argument naming what to change when the model
 // cannot be split this way (heads, k/v heads, the MLP width or vocab not divisible by tp).

@@ -106,6 +106,9 @@ struct PipelineExecutor::Step {
   std::map<int, std::unique_ptr<model::DeferredWeightGrads>> weights_pending;
   const float* input_grad = nullptr;  // of the last backward
   size_t grad_sends = 0;
+  // Input gradients handed to another chunk of this stage, by the receiver's
+  // ActivationSlots::key (staging buffers, as for sends).
+  std::map<int, float*> local_grads;
 
   void execute(const Instruction& ins);
   void recv_activation(const Instruction& ins);
@@ -115,6 +118,8 @@ struct PipelineExecutor::Step {
   void backward(const Instruction& ins);
   void backward_weight(const Instruction& ins);
   void send_grad(const Instruction& ins);
+  // A staging buffer (the step's next) holding a copy of `grad`.
+  float* stage_grad(const float* grad);
 };
 
 int activation_slots_needed(const std::vector<Instruction>& program) {
@@ -131,13 +136,15 @@ int activation_slots_needed(const std::vector<Instruction>& program) {
 }
 
 PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
-                                   std::vector<Instruction> program, int num_micro_batches)
+                                   std::vector<Instruction> program, int num_micro_batches,
+                                   model::ChunkOrder order)
     : gpt_(gpt),
       pp_(pp),
       program_(std::move(program)),
       stage_(pp.rank()),
       stages_(pp.size()),
-      micro_batches_(num_micro_batches) {
+      micro_batches_(num_micro_batches),
+      order_(order) {
   if (max_chunk(program_) >= gpt_.num_chunks()) {
     throw std::invalid_argument("pipeline program uses more chunks than the model shard holds");
   }
@@ -145,7 +152,12 @@ PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
     throw std::invalid_argument("pipeline: at most 65535 micro-batches and 16383 virtual stages");
   }
   const auto floats = static_cast<size_t>(gpt_.boundary_floats());
-  for (int i = grad_staging_buffers(program_); i > 0; --i) {
+  // One more staging buffer per backward that hands its input gradient over locally.
+  int local = 0;
+  for (const Instruction& ins : program_) {
+    if (is_input_backward(ins.kind) && local_chunk(virtual_stage(ins.chunk) - 1) >= 0) ++local;
+  }
+  for (int i = grad_staging_buffers(program_) + local; i > 0; --i) {
     grad_staging_.push_back(static_cast<float*>(gpt_.backend().alloc(floats * sizeof(float))));
   }
 }
@@ -167,6 +179,12 @@ int grad_staging_buffers(const std::vector<Instruction>& program) {
   int n = 0;
   for (const Instruction& ins : program) n += ins.kind == OpKind::send_grad ? 1 : 0;
   return n;
+}
+
+int PipelineExecutor::local_chunk(int v) const {
+  if (v < 0 || v >= gpt_.num_chunks() * stages_) return -1;
+  const model::ChunkPlace place = model::place_of_virtual_stage(order_, v, stages_);
+  return place.rank == stage_ ? place.chunk : -1;
 }
 
 uint32_t PipelineExecutor::tag(bool gradient, int micro_batch, int vstage) const {
@@ -220,6 +238,18 @@ void PipelineExecutor::Step::recv_activation(const Instruction& ins) {
 
 void PipelineExecutor::Step::forward(const Instruction& ins) {
   const int s = slots.holds(ins) ? slots.of(ins) : slots.take(ins);
+  const int from = x.local_chunk(x.virtual_stage(ins.chunk) - 1);
+  if (from >= 0) {  // the turn of the V: the previous virtual stage ran here
+    Instruction producer = ins;
+    producer.chunk = from;
+    auto out = output_of.find(slots.key(producer));
+    if (out == output_of.end()) {
+      throw std::logic_error("pipeline: " + describe(ins) + " before its chunk " +
+                             std::to_string(from) + " forward");
+    }
+    x.gpt_.backend().copy(x.gpt_.input_buffer(ins.chunk, s), out->second,
+                          static_cast<size_t>(x.gpt_.boundary_floats()));
+  }
   const MicroBatchData d = data(ins.micro_batch);
   output_of[slots.key(ins)] =
       x.gpt_.forward_chunk(ins.chunk, s, d.tokens, d.targets, true, grad_scale, &loss);
@@ -246,6 +276,17 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
     if (before_final_backward) before_final_backward();
   }
   const int k = slots.key(ins);
+  const int v = x.virtual_stage(ins.chunk);
+  if (x.local_chunk(v + 1) >= 0) {  // the gradient comes from this stage's other chunk
+    auto given = local_grads.find(k);
+    if (given == local_grads.end()) {
+      throw std::logic_error("pipeline: " + describe(ins) + " before the backward of chunk " +
+                             std::to_string(x.local_chunk(v + 1)));
+    }
+    x.gpt_.backend().copy(x.gpt_.output_grad_buffer(), given->second,
+                          static_cast<size_t>(x.gpt_.boundary_floats()));
+    local_grads.erase(given);
+  }
   model::DeferredWeightGrads* later = nullptr;
   if (ins.kind == OpKind::backward_input) {
     auto& kept = weights_pending[k];
@@ -253,6 +294,12 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
     later = kept.get();
   }
   input_grad = x.gpt_.backward_chunk(ins.chunk, s, data(ins.micro_batch).tokens, final, later);
+  const int to = x.local_chunk(v - 1);
+  if (to >= 0) {  // keep the input gradient for this stage's chunk `to`
+    Instruction receiver = ins;
+    receiver.chunk = to;
+    local_grads[slots.key(receiver)] = stage_grad(input_grad);
+  }
   // The slot is free once the activation it sent has left (W works on its own copies).
   auto sent = activation_sends.find(k);
   if (sent != activation_sends.end()) {
@@ -282,13 +329,18 @@ std::unique_ptr<model::DeferredWeightGrads> PipelineExecutor::take_weight_grads(
   return kept;
 }
 
-void PipelineExecutor::Step::send_grad(const Instruction& ins) {
-  if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
+float* PipelineExecutor::Step::stage_grad(const float* grad) {
   if (grad_sends >= x.grad_staging_.size()) {
     throw std::logic_error("pipeline: more gradient sends than staging buffers");
   }
   float* staged = x.grad_staging_[grad_sends++];
-  x.gpt_.backend().copy(staged, input_grad, static_cast<size_t>(x.gpt_.boundary_floats()));
+  x.gpt_.backend().copy(staged, grad, static_cast<size_t>(x.gpt_.boundary_floats()));
+  return staged;
+}
+
+void PipelineExecutor::Step::send_grad(const Instruction& ins) {
+  if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
+  float* staged = stage_grad(input_grad);
   x.sends_.push_back(x.pp_.isend(staged, bytes, ins.peer_stage,
                                  x.tag(true, ins.micro_batch, x.virtual_stage(ins.chunk) - 1)));
 }
@@ -314,18 +366,24 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
 
 PipelineStepResult PipelineExecutor::run_forward(const MicroBatchData& batch) {
   const auto bytes = static_cast<size_t>(gpt_.boundary_floats()) * sizeof(float);
-  const int prev = (stage_ + stages_ - 1) % stages_, next = (stage_ + 1) % stages_;
+  const int last = gpt_.num_chunks() * stages_ - 1;
+  auto holder = [&](int v) { return model::place_of_virtual_stage(order_, v, stages_).rank; };
   PipelineStepResult result;
   model::Gpt::ChunkLoss loss;
+  const float* local_out = nullptr;  // the previous chunk's output, when it goes to the next
   for (int c = 0; c < gpt_.num_chunks(); ++c) {
-    if (!gpt_.has_embedding(c)) {
-      timed(&result.idle_s, [&] {
-        pp_.recv(gpt_.input_buffer(c, 0), bytes, prev, tag(false, 0, virtual_stage(c)));
-      });
+    const int v = virtual_stage(c);
+    if (local_chunk(v - 1) >= 0) {
+      gpt_.backend().copy(gpt_.input_buffer(c, 0), local_out,
+                          static_cast<size_t>(gpt_.boundary_floats()));
+    } else if (!gpt_.has_embedding(c)) {
+      timed(&result.idle_s,
+            [&] { pp_.recv(gpt_.input_buffer(c, 0), bytes, holder(v - 1), tag(false, 0, v)); });
     }
     const float* out = gpt_.forward_chunk(c, 0, batch.tokens, batch.targets, false, 0.0f, &loss);
-    if (!gpt_.has_head(c)) {
-      sends_.push_back(pp_.isend(out, bytes, next, tag(false, 0, virtual_stage(c) + 1)));
+    local_out = out;
+    if (v < last && local_chunk(v + 1) < 0) {
+      sends_.push_back(pp_.isend(out, bytes, holder(v + 1), tag(false, 0, v + 1)));
     }
   }
   wait_all_sends(&result.idle_s);

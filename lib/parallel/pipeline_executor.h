@@ -9,6 +9,11 @@
 // waited for before run() returns. Each (chunk, micro-batch) in flight holds one of the
 // model's activation slots from its forward to its backward (or backward_input).
 //
+// zbv's V order (model::ChunkOrder::v_shape): where the neighbouring virtual stage is on
+// this stage, the list has no send/recv and the executor hands over locally: a forward
+// copies the other chunk's output into its input slot, a backward's input gradient is kept
+// in a staging buffer until the other chunk's backward reads it as its output gradient.
+//
 // Zero-bubble lists: backward_input runs the chunk's backward with its weight gradients
 // and gradient-piece reports kept aside (model/deferred_weight_grads.h); backward_weight
 // runs what its backward_input kept. Data parallelism therefore sees a chunk's pieces
@@ -52,8 +57,9 @@ class PipelineExecutor {
   // `pp` is the pipeline group (group rank == stage); `program` the stage's list;
   // `virtual_stages` the chunks per stage. The model must have
   // activation_slots_needed(program) slots.
+  // `order`: how the lists' chunks map to virtual stages (chunk_order of the schedule).
   PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp, std::vector<Instruction> program,
-                   int num_micro_batches);
+                   int num_micro_batches, model::ChunkOrder order = model::ChunkOrder::looped);
   ~PipelineExecutor();
   PipelineExecutor(const PipelineExecutor&) = delete;
   PipelineExecutor& operator=(const PipelineExecutor&) = delete;
@@ -77,7 +83,11 @@ class PipelineExecutor {
  private:
   struct Step;  // one run_step's state and instructions (pipeline_executor.cpp)
   uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
-  int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
+  int virtual_stage(int chunk) const {
+    return model::virtual_stage_of(order_, chunk, stage_, stages_);
+  }
+  // This stage's chunk holding virtual stage v, or -1 when another stage (or none) does.
+  int local_chunk(int v) const;
   void wait_all_sends(double* idle_s);
   // A holder for one backward_input's kept work, reused across steps.
   std::unique_ptr<model::DeferredWeightGrads> take_weight_grads();
@@ -86,6 +96,7 @@ class PipelineExecutor {
   comm::Communicator& pp_;
   std::vector<Instruction> program_;
   int stage_, stages_, micro_batches_;
+  model::ChunkOrder order_;
   // Gradients leave from the model's shared backward buffer: each send of a step gets its
   // own copy, in backend memory allocated up front (grad_staging_buffers(program) of them).
   std::vector<float*> grad_staging_;

@@ -10,29 +10,35 @@
 namespace trainctl::parallel {
 namespace {
 
-// Appends one stage's instructions with the send/recv that surround each compute op.
+// Appends one stage's instructions with the send/recv that surround each compute op (none
+// where the neighbouring virtual stage is on this stage: zbv's turn of the V).
 class ScheduleBuilder {
  public:
-  ScheduleBuilder(int stage, int num_stages, int virtual_stages)
+  ScheduleBuilder(int stage, int num_stages, int virtual_stages, model::ChunkOrder order)
       : stage_(stage),
         stages_(num_stages),
         last_virtual_(num_stages * virtual_stages - 1),
-        previous_((stage + num_stages - 1) % num_stages),
-        next_((stage + 1) % num_stages) {}
+        order_(order) {}
 
   void forward(int mb, int chunk = 0) {
     const int v = virtual_stage(chunk);
-    if (v > 0) list_.push_back({OpKind::recv_activation, mb, previous_, chunk});
+    const int previous = holder(v - 1), next = holder(v + 1);
+    if (v > 0 && previous != stage_) {
+      list_.push_back({OpKind::recv_activation, mb, previous, chunk});
+    }
     list_.push_back({OpKind::forward, mb, -1, chunk});
-    if (v < last_virtual_) list_.push_back({OpKind::send_activation, mb, next_, chunk});
+    if (v < last_virtual_ && next != stage_) {
+      list_.push_back({OpKind::send_activation, mb, next, chunk});
+    }
   }
 
   // A full backward, or B of the zero-bubble schedules (kind backward_input).
   void backward(int mb, int chunk = 0, OpKind kind = OpKind::backward) {
     const int v = virtual_stage(chunk);
-    if (v < last_virtual_) list_.push_back({OpKind::recv_grad, mb, next_, chunk});
+    const int previous = holder(v - 1), next = holder(v + 1);
+    if (v < last_virtual_ && next != stage_) list_.push_back({OpKind::recv_grad, mb, next, chunk});
     list_.push_back({kind, mb, -1, chunk});
-    if (v > 0) list_.push_back({OpKind::send_grad, mb, previous_, chunk});
+    if (v > 0 && previous != stage_) list_.push_back({OpKind::send_grad, mb, previous, chunk});
   }
 
   // W of the zero-bubble schedules: no message.
@@ -46,13 +52,19 @@ class ScheduleBuilder {
   }
 
  private:
-  int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
+  int virtual_stage(int chunk) const {
+    return model::virtual_stage_of(order_, chunk, stage_, stages_);
+  }
+  // The physical stage holding virtual stage v (-1 outside the pipeline).
+  int holder(int v) const {
+    if (v < 0 || v > last_virtual_) return -1;
+    return model::place_of_virtual_stage(order_, v, stages_).rank;
+  }
 
   int stage_;
   int stages_;
   int last_virtual_;
-  int previous_;  // the physical stage holding virtual stage v - 1 (wraps for chunk > 0)
-  int next_;      // the physical stage holding virtual stage v + 1
+  model::ChunkOrder order_;
   std::vector<Instruction> list_;
 };
 
@@ -81,6 +93,15 @@ void check_shape(ScheduleKind kind, int stage, int num_stages, int m, int v) {
         "make_schedule: need num_stages >= 1, 0 <= stage < num_stages and "
         "num_micro_batches >= 1; got " +
         shape_text(stage, num_stages, m, v));
+  }
+  if (kind == ScheduleKind::zbv) {
+    if (v != 2 || num_stages < 2) {
+      throw std::invalid_argument(
+          "make_schedule: the zbv schedule runs 2 chunks per stage in V order over at least 2 "
+          "stages; got " +
+          shape_text(stage, num_stages, m, v));
+    }
+    return;
   }
   if (kind != ScheduleKind::interleaved) {
     if (v != 1) {
@@ -172,8 +193,14 @@ const char* to_string(ScheduleKind kind) {
       return "interleaved";
     case ScheduleKind::zb1p:
       return "zb1p";
+    case ScheduleKind::zbv:
+      return "zbv";
   }
   return "?";
+}
+
+model::ChunkOrder chunk_order(ScheduleKind kind) {
+  return kind == ScheduleKind::zbv ? model::ChunkOrder::v_shape : model::ChunkOrder::looped;
 }
 
 ScheduleKind parse_schedule_kind(std::string_view name) {
@@ -181,8 +208,9 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
   if (name == "zb1p") return ScheduleKind::zb1p;
+  if (name == "zbv") return ScheduleKind::zbv;
   throw InputError("unknown pipeline schedule '" + std::string(name) +
-                   "'; use gpipe, 1f1b, interleaved or zb1p");
+                   "'; use gpipe, 1f1b, interleaved, zb1p or zbv");
 }
 
 int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
@@ -200,6 +228,15 @@ int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_
       // of stage 0, and each earlier stage waits two more steps for the gradient's way back.
       return std::min((num_stages - stage - 1) * 2 + (virtual_stages - 1) * num_stages,
                       num_micro_batches * virtual_stages);
+    case ScheduleKind::zbv: {
+      int forwards = 0;
+      const auto order = zero_bubble_v_order(num_stages, num_micro_batches);
+      for (const ComputeStep& op : order[static_cast<size_t>(stage)]) {
+        if (op.kind != OpKind::forward) break;
+        ++forwards;
+      }
+      return forwards;
+    }
   }
   return 0;
 }
@@ -211,6 +248,12 @@ double theoretical_bubble(ScheduleKind kind, int num_stages, int num_micro_batch
   // ZB-H1: F, B and W each a third of a micro-batch's work; B's quicker way back leaves
   // (p-1) (F + B - W) of the fill and drain idle, one unit per stage boundary.
   if (kind == ScheduleKind::zb1p) return fill / (3.0 * num_micro_batches + fill);
+  if (kind == ScheduleKind::zbv) {
+    // In units of one chunk's F (= B = W): 6m of work per stage; the makespan is that plus
+    // the fill, or, with m < 2p-1 too few to hide it, the V's way down and back.
+    const double m = num_micro_batches, p = num_stages;
+    return 1.0 - 6.0 * m / std::max(6.0 * m + fill, 4.0 * m + 4.0 * p - 2.0);
+  }
   return fill / (static_cast<double>(virtual_stages) * num_micro_batches + fill);
 }
 
@@ -218,7 +261,7 @@ std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_sta
                                        int num_micro_batches, int virtual_stages) {
   const int warmup =
       warmup_forwards(kind, stage, num_stages, num_micro_batches, virtual_stages);  // checks
-  ScheduleBuilder b(stage, num_stages, virtual_stages);
+  ScheduleBuilder b(stage, num_stages, virtual_stages, chunk_order(kind));
   const int m = num_micro_batches;
   switch (kind) {
     case ScheduleKind::gpipe:
@@ -257,6 +300,15 @@ std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_sta
         if (op.kind == OpKind::forward) b.forward(op.micro_batch);
         if (op.kind == OpKind::backward_input) b.backward(op.micro_batch, 0, op.kind);
         if (op.kind == OpKind::backward_weight) b.weight_grads(op.micro_batch);
+      }
+      break;
+    }
+    case ScheduleKind::zbv: {
+      const auto order = zero_bubble_v_order(num_stages, m);
+      for (const ComputeStep& op : order[static_cast<size_t>(stage)]) {
+        if (op.kind == OpKind::forward) b.forward(op.micro_batch, op.chunk);
+        if (op.kind == OpKind::backward_input) b.backward(op.micro_batch, op.chunk, op.kind);
+        if (op.kind == OpKind::backward_weight) b.weight_grads(op.micro_batch, op.chunk);
       }
       break;
     }

@@ -6,6 +6,10 @@
 // Stages are the physical pipeline ranks. Each holds V model chunks (V = virtual_stages: 1
 // for gpipe and 1f1b); chunk c of stage s is virtual stage v = c * num_stages + s, so the
 // model runs virtual stages 0, 1, ..., num_stages * V - 1 in order (with V == 1, v == s).
+// zbv places its two chunks in V order instead (model::ChunkOrder::v_shape: chunk 1 of
+// stage s is virtual stage 2 * num_stages - 1 - s): the last stage holds virtual stages
+// p - 1 and p, and hands the activation (and the gradient back) from one to the other
+// locally, with no send or receive in its list.
 //
 // Conventions shared by every schedule:
 //   - activations flow from virtual stage v to v + 1, gradients from v to v - 1; messages
@@ -26,6 +30,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "model/shard.h"
 
 namespace trainctl::parallel {
 
@@ -79,9 +85,16 @@ enum class ScheduleKind {
   zb1p,         // ZB-H1 (zero bubble, handcrafted 1): 1F1B's warm-up and peak memory with
                 // backwards split into B and W; held-back Ws fill the cool-down bubbles
                 // (bubble about (p-1)/(3m) instead of 1F1B's (p-1)/m)
+  zbv,          // ZB-V: two chunks per stage in V order (model::ChunkOrder::v_shape), backwards
+                // split into B and W as zb1p; 1F1B's peak activation memory with a bubble
+                // near zero once m >= 2p (theoretical_bubble)
 };
 
-// "gpipe" | "1f1b" | "interleaved" | "zb1p" (the spelling of parallel.schedule in the job spec).
+// How `kind` places its chunks: v_shape for zbv, looped for the others.
+model::ChunkOrder chunk_order(ScheduleKind kind);
+
+// "gpipe" | "1f1b" | "interleaved" | "zb1p" | "zbv" (the spelling of parallel.schedule in the job
+// spec).
 const char* to_string(ScheduleKind kind);
 // Throws InputError naming the accepted values for anything else.
 ScheduleKind parse_schedule_kind(std::string_view name);
@@ -104,6 +117,7 @@ ScheduleKind parse_schedule_kind(std::string_view name);
 // micro-batch) activations are held at once (m * V when w == m * V), each 1/V of a stage's.
 // zb1p: 1F1B's warm-up, then F, backward_input, backward_weight as in
 // parallel/zero_bubble_schedule.h (stage s holds back s Ws for the cool-down).
+// zbv: needs V == 2 and num_stages >= 2; the order of zero_bubble_v_order.
 std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_stages,
                                        int num_micro_batches, int virtual_stages = 1);
 
@@ -121,6 +135,10 @@ int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_
 // for gpipe and 1f1b, (p-1)/(V*m+p-1) for interleaved (the fill and drain of one chunk
 // per stage take 1/V of a stage's time), (p-1)/(3m+p-1) for zb1p (ZB-H1 with F, B and W
 // of equal cost: a bubble of (p-1)(F+B-W) = (p-1) units against 3m units of work).
+// zbv, with a chunk's F, B and W one unit each (6m units of work per stage): 1 - 6m / T
+// with T = max(6m + p-1, 4m + 4p-2), i.e. (p-1)/(6m+p-1) once m >= 2p-1 (Ws fill all but
+// one unit per stage boundary: under zb1p's (p-1)/(3m+p-1)); with fewer micro-batches the
+// V's way down and back (4p-2 units) is not hidden.
 double theoretical_bubble(ScheduleKind kind, int num_stages, int num_micro_batches,
                           int virtual_stages = 1);
 

@@ -21,11 +21,28 @@ namespace trainctl::parallel {
 struct ComputeStep {
   OpKind kind;  // forward, backward_input or backward_weight
   int micro_batch;
+  int chunk = 0;
 };
 
 // result[s] = stage s's compute ops in order; each micro-batch gets F, then B, then W, and
 // each kind runs the micro-batches in order 0..m-1. Needs num_stages >= 1 and
 // num_micro_batches >= 1 (std::invalid_argument otherwise).
 std::vector<std::vector<ComputeStep>> zero_bubble_h1_order(int num_stages, int num_micro_batches);
+
+// The order of compute ops of ZB-V (parallel.schedule: zbv; Qi et al. 2024, section 6, as
+// PyTorch's ScheduleZBVZeroBubble builds it). Stage s of p holds chunk 0 = virtual stage s
+// and chunk 1 = virtual stage 2p-1-s (model::ChunkOrder::v_shape). With n = max(m, 2p-1):
+//   - warm-up: 2(p-s)-1 forwards of chunk 0; s pairs (F chunk 1, F chunk 0); p-s rounds of
+//     (F, B, W) of chunk 1;
+//   - steady state, while forwards remain: (F chunk 0 if any left, B and W chunk 0,
+//     F, B and W chunk 1);
+//   - cool-down: s pairs (B chunk 0, B chunk 1); p-s rounds (B, W chunk 0); the held Ws of
+//     chunk 1, then those of chunk 0.
+// Micro-batches >= m (the padding to 2p-1, which keeps the pattern) are then dropped from
+// every list: the ops of the others keep their order, which stays deadlock-free. Each kind
+// runs a chunk's micro-batches in order 0..m-1, and every W of chunk 1 precedes the last W
+// of chunk 0 (stage 0's tied embedding is final only after both). Needs num_stages >= 1
+// and num_micro_batches >= 1 (std::invalid_argument otherwise).
+std::vector<std::vector<ComputeStep>> zero_bubble_v_order(int num_stages, int num_micro_batches);
 
 }  // namespace trainctl::parallel

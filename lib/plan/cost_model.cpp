@@ -188,7 +188,10 @@ void add_totals(CostBreakdown& c, const CostInputs& in, const ClusterSpec& clust
 }  // namespace
 
 CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
-  const int v = in.schedule == "interleaved" ? std::max(1, in.virtual_stages) : 1;
+  // zbv's two chunks per stage send twice the messages, as interleaved with V = 2 (its turn
+  // of the V, local on the last stage, is counted as a send: an upper bound).
+  const int v =
+      in.schedule == "interleaved" || in.schedule == "zbv" ? std::max(1, in.virtual_stages) : 1;
   CostBreakdown c;
   c.nodes = check_layout(in, cluster, v);
   const Sizes z = sizes_of(in, cluster);

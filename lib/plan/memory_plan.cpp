@@ -34,8 +34,9 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                       spec.grad_accum(), par.virtual_stages);
   }
   model::GptOptions options;
-  options.shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage,
-                                          par.virtual_stages, par.tp, 0);
+  options.shard = model::GptShardSpec::of(
+      config, spec.model.seq_len, par.pp, stage, par.virtual_stages, par.tp, 0,
+      parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   model::GptMemoryFloats g;

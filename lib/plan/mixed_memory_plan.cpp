@@ -105,8 +105,9 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
   double params = 0;
   try {
     model::check_tp_divisible(config, par.tp);
-    shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage, par.virtual_stages,
-                                    par.tp, 0);
+    shard = model::GptShardSpec::of(
+        config, spec.model.seq_len, par.pp, stage, par.virtual_stages, par.tp, 0,
+        parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
     params = rank_parameters(config, shard);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());

@@ -28,8 +28,9 @@ int chunks_of(const std::vector<std::vector<Instruction>>& lists) {
 class Simulator {
  public:
   Simulator(const std::vector<std::vector<Instruction>>& lists, double forward_cost,
-            double backward_cost)
+            double backward_cost, model::ChunkOrder order)
       : lists_(lists),
+        order_(order),
         stages_(static_cast<int>(lists.size())),
         chunks_(chunks_of(lists)),
         forward_cost_(forward_cost / chunks_),
@@ -37,7 +38,9 @@ class Simulator {
         next_(lists.size(), 0),
         clock_(lists.size(), 0.0),
         in_flight_(lists.size()),
-        split_done_(lists.size()) {
+        split_done_(lists.size()),
+        forwarded_(lists.size()),
+        input_grads_(lists.size()) {
     result_.stages.resize(lists.size());
     result_.virtual_stages = chunks_;
   }
@@ -74,8 +77,18 @@ class Simulator {
 
   // The virtual stage at the other end of `in`'s message, checked to exist and to live on
   // the named peer.
+  int virtual_stage(int s, int chunk) const {
+    return model::virtual_stage_of(order_, chunk, s, stages_);
+  }
+  // The chunk of stage s holding virtual stage v, or -1 (another stage's, or none).
+  int local_chunk(int s, int v) const {
+    if (v < 0 || v >= stages_ * chunks_) return -1;
+    const model::ChunkPlace place = model::place_of_virtual_stage(order_, v, stages_);
+    return place.rank == s ? place.chunk : -1;
+  }
+
   int peer_virtual_stage(int s, const Instruction& in) const {
-    const int own = in.chunk * stages_ + s;
+    const int own = virtual_stage(s, in.chunk);
     // Activations go up the virtual stages, gradients down.
     const bool upwards = in.kind == OpKind::send_activation || in.kind == OpKind::recv_grad;
     const int other = upwards ? own + 1 : own - 1;
@@ -84,9 +97,10 @@ class Simulator {
                           " has no neighbour " + std::to_string(other) + " (virtual stages 0.." +
                           std::to_string(stages_ * chunks_ - 1) + ")");
     }
-    if (other % stages_ != in.peer_stage) {
+    const int holder = model::place_of_virtual_stage(order_, other, stages_).rank;
+    if (holder != in.peer_stage) {
       throw ScheduleError(where(s) + ": virtual stage " + std::to_string(other) + " is on stage " +
-                          std::to_string(other % stages_) + ", not on stage " +
+                          std::to_string(holder) + ", not on stage " +
                           std::to_string(in.peer_stage));
     }
     return other;
@@ -115,7 +129,7 @@ class Simulator {
       }
       return true;
     }
-    const auto it = messages_.find({peer, s, grad, in.micro_batch, in.chunk * stages_ + s});
+    const auto it = messages_.find({peer, s, grad, in.micro_batch, virtual_stage(s, in.chunk)});
     if (it == messages_.end()) return false;
     clock_[s] = std::max(clock_[s], it->second);
     messages_.erase(it);
@@ -143,6 +157,7 @@ class Simulator {
                           ": backward_weight before the backward_input of that mb "
                           "and chunk");
     }
+    check_local_handoff(s, in);
     if (in.kind == OpKind::backward_input) split_done_[s].insert(key);
     timeline.peak_activations = std::max(timeline.peak_activations, static_cast<int>(live.size()));
     if (ends_micro_batch(in.kind)) {
@@ -156,6 +171,22 @@ class Simulator {
     timeline.spans.push_back({in.kind, in.micro_batch, clock_[s], clock_[s] + cost, in.chunk});
     timeline.busy_time += cost;
     clock_[s] += cost;
+  }
+
+  // Where the neighbouring virtual stage is on this stage there is no message: its forward
+  // (for a forward) or its input backward (for an input backward) must have run here.
+  void check_local_handoff(int s, const Instruction& in) {
+    const bool forward = in.kind == OpKind::forward;
+    if (!forward && !is_input_backward(in.kind)) return;
+    const int v = virtual_stage(s, in.chunk);
+    const int from = local_chunk(s, forward ? v - 1 : v + 1);
+    auto& done = forward ? forwarded_[s] : input_grads_[s];
+    if (from >= 0 && done.count({from, in.micro_batch}) == 0) {
+      throw ScheduleError(where(s) + ": runs before the " +
+                          (forward ? "forward" : "input backward") + " of chunk " +
+                          std::to_string(from) + " that hands it its input on this stage");
+    }
+    done.insert({in.chunk, in.micro_batch});
   }
 
   std::string deadlock_message() const {
@@ -190,6 +221,7 @@ class Simulator {
   }
 
   const std::vector<std::vector<Instruction>>& lists_;
+  model::ChunkOrder order_;
   int stages_;
   int chunks_;
   double forward_cost_;        // per chunk
@@ -200,6 +232,9 @@ class Simulator {
   std::vector<std::set<std::pair<int, int>>> in_flight_;
   // Per stage: (chunk, micro-batch) whose backward_input ran, backward_weight not yet.
   std::vector<std::set<std::pair<int, int>>> split_done_;
+  // Per stage: (chunk, micro-batch) whose forward / input backward ran (local hand-offs).
+  std::vector<std::set<std::pair<int, int>>> forwarded_;
+  std::vector<std::set<std::pair<int, int>>> input_grads_;
   std::map<MessageId, double> messages_;  // sent, not yet received: when they were sent
   Simulation result_;
 };
@@ -207,17 +242,17 @@ class Simulator {
 }  // namespace
 
 Simulation simulate(const std::vector<std::vector<Instruction>>& lists, double forward_cost,
-                    double backward_cost) {
+                    double backward_cost, model::ChunkOrder order) {
   if (!(forward_cost > 0) || !(backward_cost > 0)) {
     throw std::invalid_argument("simulate: forward and backward costs must be positive");
   }
-  return Simulator(lists, forward_cost, backward_cost).run();
+  return Simulator(lists, forward_cost, backward_cost, order).run();
 }
 
 Simulation simulate(ScheduleKind kind, int num_stages, int num_micro_batches, double forward_cost,
                     double backward_cost, int virtual_stages) {
   return simulate(make_all_schedules(kind, num_stages, num_micro_batches, virtual_stages),
-                  forward_cost, backward_cost);
+                  forward_cost, backward_cost, chunk_order(kind));
 }
 
 }  // namespace trainctl::parallel

@@ -11,9 +11,13 @@
 // finished the previous op and, for a receive, when the message has arrived.
 //
 // With V chunks per stage (V = the largest Instruction::chunk + 1 of all lists), chunk c of
-// stage s is virtual stage c * num_stages + s, and one chunk's forward or backward costs the
-// given cost / V, so that a stage's work per micro-batch stays forward + backward cost.
-// The zero-bubble schedules' backward_input and backward_weight cost half a backward each.
+// stage s is virtual stage c * num_stages + s (model::ChunkOrder::looped; v_shape: chunk 1 of
+// stage s is virtual stage 2 * num_stages - 1 - s, and where two neighbouring virtual stages
+// share a stage the forward of the later one needs the earlier one's forward, and the
+// backward of the earlier one the later one's backward, to have run before it there), and one
+// chunk's forward or backward costs the given cost / V, so that a stage's work per micro-batch
+// stays forward + backward cost. The zero-bubble schedules' backward_input and backward_weight cost
+// half a backward each.
 #include <stdexcept>
 #include <vector>
 
@@ -74,9 +78,10 @@ struct Simulation {
 // no stage can progress, ScheduleError for the inconsistencies listed above.
 // Costs must be positive.
 Simulation simulate(const std::vector<std::vector<Instruction>>& lists, double forward_cost = 1,
-                    double backward_cost = 2);
+                    double backward_cost = 2, model::ChunkOrder order = model::ChunkOrder::looped);
 
-// Simulates make_all_schedules(kind, num_stages, num_micro_batches, virtual_stages).
+// Simulates make_all_schedules(kind, num_stages, num_micro_batches, virtual_stages) with
+// chunk_order(kind).
 Simulation simulate(ScheduleKind kind, int num_stages, int num_micro_batches,
                     double forward_cost = 1, double backward_cost = 2, int virtual_stages = 1);
 

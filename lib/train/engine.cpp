@@ -36,7 +36,9 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
     gpt.init_weights(o.seed);
   }
   if (o.optimizer.loss_scaling) loss_scaler.emplace(*o.optimizer.loss_scaling);
-  if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
+  if (!program.empty())
+    pipeline.emplace(gpt, *g.pp, program, layout.grad_accum,
+                     parallel::chunk_order(o.parallel.schedule));
 }
 
 void Engine::set_trace(observe::TraceRecorder* recorder) {

@@ -7,7 +7,8 @@ micro-batches per step (default m in {4, 8}; pp = 2 on a 2-core machine, --pp 4 
 there are 4 cores: stages sharing a core hide the bubble):
   - trainctl, one worker with 1 thread (the same global batch, accumulation m);
   - trainctl, pp stages, for each schedule: gpipe, 1f1b, interleaved (virtual_stages 2),
-    zb1p (zero-bubble H1: backward split into B and W, Ws fill the cool-down).
+    zb1p (zero-bubble H1: backward split into B and W, Ws fill the cool-down), zbv
+    (ZB-V: two chunks per stage in V order, virtual_stages 2).
 For each pipeline run it reports:
   - bubble_trace: the idle share measured from the timeline trace (--profile over the
     steps after warm-up): per step, 1 - (the stages' forward/backward/B/W time) /
@@ -36,13 +37,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODEL = {"vocab_size": 64, "seq_len": 128, "n_layer": 8, "n_head": 4, "d_model": 128}
 MICRO_BATCH = 4
 WARMUP_STEPS = 3  # first-touch page faults, thread start
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb1p")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb1p", "zbv")
 COMPUTE = {"forward", "backward", "backward_input", "backward_weight"}
 
 
 def spec_text(run_dir, pp, schedule, m, steps):
     model = ", ".join(f"{k}: {v}" for k, v in MODEL.items())
-    chunks = ", virtual_stages: 2" if schedule == "interleaved" else ""
+    chunks = ", virtual_stages: 2" if schedule in ("interleaved", "zbv") else ""
     profile = f", profile_steps: [{WARMUP_STEPS + 1}, {steps}]" if pp > 1 else ""
     return f"""name: bench-pp
 run_dir: {run_dir}
@@ -81,6 +82,8 @@ def theory(pp, schedule, m):
         return (pp - 1) / (2 * m + pp - 1)
     if schedule == "zb1p":
         return (pp - 1) / (3 * m + pp - 1)
+    if schedule == "zbv":
+        return 1 - 6 * m / max(6 * m + pp - 1, 4 * m + 4 * pp - 2)
     return (pp - 1) / (m + pp - 1)
 
 
