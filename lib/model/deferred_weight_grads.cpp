@@ -1,5 +1,7 @@
 #include "model/deferred_weight_grads.h"
 
+#include <algorithm>
+
 namespace trainctl::model {
 
 DeferredWeightGrads::~DeferredWeightGrads() {
@@ -43,9 +45,11 @@ int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& sh
   const int64_t feed_forward = (C + up_width / t) + (H / t + C);
   int64_t per_token = 0;
   for (const LayerRange& chunk : shard.chunks) {
+    int64_t of_chunk = 0;
     for (int l = chunk.begin; l < chunk.end; ++l) {
-      per_token += attention + (config.moe.layer(l) ? 0 : feed_forward);
+      of_chunk += attention + (config.moe.layer(l) ? 0 : feed_forward);
     }
+    per_token = std::max(per_token, of_chunk);
   }
   return per_token * tokens;
 }

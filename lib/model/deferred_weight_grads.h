@@ -56,7 +56,9 @@ class DeferredWeightGrads {
 
 // Floats one B keeps for its W on the rank holding `shard` (the copies of each deferred
 // linear layer's input and output gradient), for micro-batches of `tokens` tokens: the
-// memory plan's count (DeferredWeightGrads allocates exactly these, one buffer each).
+// memory plan's count (DeferredWeightGrads allocates exactly these, one buffer each). A B
+// covers one chunk: with several chunks (zbv), the largest chunk's (the executor reuses
+// its holders across chunks, so each grows to that).
 int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& shard,
                                int64_t tokens);
 

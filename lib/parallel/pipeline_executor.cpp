@@ -152,12 +152,7 @@ PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
     throw std::invalid_argument("pipeline: at most 65535 micro-batches and 16383 virtual stages");
   }
   const auto floats = static_cast<size_t>(gpt_.boundary_floats());
-  // One more staging buffer per backward that hands its input gradient over locally.
-  int local = 0;
-  for (const Instruction& ins : program_) {
-    if (is_input_backward(ins.kind) && local_chunk(virtual_stage(ins.chunk) - 1) >= 0) ++local;
-  }
-  for (int i = grad_staging_buffers(program_) + local; i > 0; --i) {
+  for (int i = grad_staging_buffers(program_); i > 0; --i) {
     grad_staging_.push_back(static_cast<float*>(gpt_.backend().alloc(floats * sizeof(float))));
   }
 }
@@ -177,7 +172,14 @@ int weight_grads_held(const std::vector<Instruction>& program) {
 
 int grad_staging_buffers(const std::vector<Instruction>& program) {
   int n = 0;
-  for (const Instruction& ins : program) n += ins.kind == OpKind::send_grad ? 1 : 0;
+  for (size_t i = 0; i < program.size(); ++i) {
+    const Instruction& ins = program[i];
+    n += ins.kind == OpKind::send_grad ? 1 : 0;
+    // A chunk > 0 is never the first virtual stage: a backward of it with no send_grad
+    // after it hands its input gradient to this stage's other chunk (zbv's turn).
+    const bool sent = i + 1 < program.size() && program[i + 1].kind == OpKind::send_grad;
+    n += is_input_backward(ins.kind) && ins.chunk > 0 && !sent ? 1 : 0;
+  }
   return n;
 }
 

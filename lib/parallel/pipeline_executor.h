@@ -37,8 +37,9 @@ int activation_slots_needed(const std::vector<Instruction>& program);
 // The most backward_inputs of `program` whose backward_weight has not run yet, at once: the
 // kept weight-gradient work the executor holds (model::deferred_weight_floats each).
 int weight_grads_held(const std::vector<Instruction>& program);
-// The input gradients `program` sends in one step: the executor's staging buffers, each
-// one boundary activation (batch * seq_len * d_model floats).
+// The input gradients `program` sends in one step, and those it hands to its other chunk
+// locally (zbv's turn of the V): the executor's staging buffers, each one boundary
+// activation (batch * seq_len * d_model floats).
 int grad_staging_buffers(const std::vector<Instruction>& program);
 
 struct MicroBatchData {

@@ -58,6 +58,11 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
       {"pp2-zb1p-full", kModel, "{pp: 2, schedule: zb1p}",
        batch + ", activation_checkpointing: full"},
       {"llama-dp2-pp2-zb1p-zero2", kLlama, "{dp: 2, pp: 2, schedule: zb1p, zero: 2}", batch},
+      // zbv: rank 0 holds the embedding, the head and two chunks; the V's turn its staging.
+      {"pp2-zbv", kModel, "{pp: 2, schedule: zbv, virtual_stages: 2}", batch},
+      {"llama-dp2-pp2-zbv-zero1-selective", kLlama,
+       "{dp: 2, pp: 2, schedule: zbv, virtual_stages: 2, zero: 1}",
+       batch + ", activation_checkpointing: selective"},
       {"long-seq", "{vocab_size: 128, seq_len: 512, n_layer: 2, n_head: 4, d_model: 64}", "{dp: 1}",
        "micro_batch_size: 2, global_batch_size: 2"},
       {"llama", kLlama, "{dp: 1}", batch},

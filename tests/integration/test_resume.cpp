@@ -319,3 +319,40 @@ TEST_CASE("time-based checkpoints and keep_last", "[resume]") {
   CHECK(complete.size() == 2);
   CHECK(read_text(ckpts / "latest").find("step_00000400") != std::string::npos);
 }
+
+TEST_CASE("a zbv checkpoint resumes on other layouts, and one resumes on zbv",
+          "[resume][layout][zbv]") {
+  // zbv's ranks hold non-contiguous blocks (rank 0: 0 and 3 with the embedding and the
+  // head); parameter names are global, so its checkpoints are any layout's.
+  TempDir dir("resume-zbv");
+  const fs::path spec = job(dir.path(), 6, "{dp: 1}", "{every_steps: 3, async: false}");
+  REQUIRE(train(dir.path(), spec, "ref").exit_code == 0);
+  const auto want = losses_of(dir.path() / "ref");
+  const std::vector<std::string> zbv = {"--set", "parallel.pp=2",
+                                        "--set", "parallel.schedule=zbv",
+                                        "--set", "parallel.virtual_stages=2"};
+  auto check_steps_4_to_6 = [&](const std::string& name, std::vector<std::string> extra) {
+    const ProcResult r = train(dir.path(), spec, name, extra);
+    INFO(name << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto got = losses_of(dir.path() / name);
+    REQUIRE(got.size() == 3);
+    for (const auto& [step, loss] : got) {
+      INFO(name << " step " << step);
+      CHECK(loss == Approx(want.at(step)).epsilon(2e-5));
+    }
+  };
+  // One worker's checkpoint onto zbv with dp 2 and ZeRO-1.
+  std::vector<std::string> onto = zbv;
+  for (const std::string s : {"--set", "parallel.dp=2", "--set", "parallel.zero=1", "--resume"})
+    onto.push_back(s);
+  onto.push_back((dir.path() / "ref" / "checkpoints" / "step_00000003").string());
+  check_steps_4_to_6("onto-zbv", onto);
+  // zbv's checkpoint back onto one worker and onto 1F1B at pp 2.
+  std::vector<std::string> written = zbv;
+  written.insert(written.end(), {"--resume", "none"});
+  REQUIRE(train(dir.path(), spec, "zbv", written).exit_code == 0);
+  const std::string step3 = (dir.path() / "zbv" / "checkpoints" / "step_00000003").string();
+  check_steps_4_to_6("back", {"--resume", step3});
+  check_steps_4_to_6("to-1f1b", {"--resume", step3, "--set", "parallel.pp=2"});
+}

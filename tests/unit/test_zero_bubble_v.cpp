@@ -141,7 +141,12 @@ TEST_CASE("zbv's bubble is its theory's, and below zb1p's from 2p-1 micro-batche
 TEST_CASE("plan's timeline draws zbv's two chunks with B and W", "[pipeline][zbv]") {
   const parallel::TimelineText t =
       parallel::draw_timeline(parallel::simulate(ScheduleKind::zbv, 2, 3, 2, 4, 2));
-  CHECK(t.text == "");
+  // Stage 1 turns the V: F0a then F0b with no message between; stage 0's last Ws are
+  // chunk a's (the embedding), after every W of chunk b (the head).
+  CHECK(
+      t.text ==
+      "stage 0 | F0a F1a F2a F0b B0b W0b F1b B1b W1b B0a W0a F2b B2b W2b B1a W1a B2a W2a ... |\n"
+      "stage 1 | ... F0a F0b F1a F1b B0b W0b F2a B0a W0a F2b B1b W1b B1a B2b B2a W1a W2b W2a |\n");
 }
 
 TEST_CASE("the simulator refuses a V turn run out of order", "[pipeline][zbv]") {
@@ -168,5 +173,8 @@ TEST_CASE("the executor holds the staging buffers of zbv's local gradients", "[p
   // Slots: each chunk's micro-batches between F and B.
   const auto last = parallel::make_schedule(ScheduleKind::zbv, 1, 2, 4, 2);
   CHECK(parallel::activation_slots_needed(last) >= 1);
-  CHECK(parallel::grad_staging_buffers(last) == 4);  // chunk 0's sends to stage 0
+  // Chunk 0's 4 sends to stage 0 and chunk 1's 4 local hand-offs to chunk 0.
+  CHECK(parallel::grad_staging_buffers(last) == 8);
+  CHECK(parallel::grad_staging_buffers(parallel::make_schedule(ScheduleKind::zbv, 0, 2, 4, 2)) ==
+        4);
 }
