@@ -89,6 +89,9 @@ TEST_CASE("MoE: every dp x tp x pp layout reproduces the single-worker run",
       layouts.push_back({"d2t1p1-zero3", "{dp: 2, zero: 3}"});
       // zb1p: the experts' weight gradients stay in B (model/deferred_weight_grads.h).
       layouts.push_back({"d2t1p2-zb1p-zero1", "{dp: 2, pp: 2, schedule: zb1p, zero: 1}"});
+      // zbv: two chunks per rank in V order, the router's aux loss on every chunk.
+      layouts.push_back(
+          {"d2t1p2-zbv-zero1", "{dp: 2, pp: 2, schedule: zbv, virtual_stages: 2, zero: 1}"});
     }
     const Run ref = train_layout(dir.path(), tag + "-d1t1p1", model, "{dp: 1}");
     for (const auto& [layout, parallel] : layouts) {
