@@ -358,6 +358,9 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
   for (auto& [k, s] : step.activation_sends) sends_.push_back(std::move(s));
   wait_all_sends(&step.result.idle_s);
   if (!step.slots.empty()) throw std::logic_error("pipeline: a micro-batch ran forward only");
+  if (!step.local_grads.empty()) {
+    throw std::logic_error("pipeline: a gradient handed to a chunk whose backward never ran");
+  }
   if (!step.weights_pending.empty()) {
     throw std::logic_error("pipeline: a backward_input without its backward_weight");
   }

@@ -355,4 +355,9 @@ TEST_CASE("a zbv checkpoint resumes on other layouts, and one resumes on zbv",
   const std::string step3 = (dir.path() / "zbv" / "checkpoints" / "step_00000003").string();
   check_steps_4_to_6("back", {"--resume", step3});
   check_steps_4_to_6("to-1f1b", {"--resume", step3, "--set", "parallel.pp=2"});
+  // Interleaved with the same pp and virtual_stages places the chunks otherwise (rank 0:
+  // blocks 0 and 2): the names, not the ranks' files, carry the parameters over.
+  check_steps_4_to_6("to-interleaved",
+                     {"--resume", step3, "--set", "parallel.pp=2", "--set",
+                      "parallel.schedule=interleaved", "--set", "parallel.virtual_stages=2"});
 }
