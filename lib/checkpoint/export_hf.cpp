@@ -1,6 +1,8 @@
 #include "checkpoint/export_hf.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,26 @@ void write_text(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
+// A float as the shortest decimal that reads back as the same float: 1e-05, not the
+// double 9.999999747378752e-06 that widening 1e-5f gives (transformers reads either, people
+// read config.json).
+double shortest_decimal(float v) {
+  for (int digits = 1; digits < 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(text, nullptr) == v) return std::strtod(text, nullptr);
+  }
+  return v;
+}
+
+// Explicit bos/eos ids: the tokenizer's end-of-text token when the run has a tokenizer,
+// else null. Left out, a Llama config inherits transformers' defaults (bos 1, eos 2):
+// real bytes in a byte-level vocabulary, so `generate` would stop at the first 0x02.
+void set_special_token_ids(nlohmann::json& j, const std::optional<int64_t>& eos) {
+  j["bos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
+  j["eos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
+}
+
 nlohmann::json gpt2_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
   nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
                       {"model_type", "gpt2"},
@@ -69,10 +91,7 @@ nlohmann::json gpt2_config(const model::ModelConfig& c, const std::optional<int6
                       {"use_cache", true},
                       {"torch_dtype", "float32"},
                       {"producer", "trainctl " TRAINCTL_VERSION}};
-  if (eos) {
-    j["bos_token_id"] = *eos;
-    j["eos_token_id"] = *eos;
-  }
+  set_special_token_ids(j, eos);
   return j;
 }
 
@@ -87,8 +106,8 @@ nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int
                       {"num_attention_heads", c.n_head},
                       {"num_key_value_heads", c.kv_heads()},
                       {"hidden_act", "silu"},
-                      {"rms_norm_eps", c.norm_eps},
-                      {"rope_theta", c.rope_theta},
+                      {"rms_norm_eps", shortest_decimal(c.norm_eps)},
+                      {"rope_theta", shortest_decimal(c.rope_theta)},
                       {"rope_scaling", nullptr},
                       {"attention_bias", false},
                       {"attention_dropout", 0.0},
@@ -98,10 +117,7 @@ nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int
                       {"use_cache", true},
                       {"torch_dtype", "float32"},
                       {"producer", "trainctl " TRAINCTL_VERSION}};
-  if (eos) {
-    j["bos_token_id"] = *eos;
-    j["eos_token_id"] = *eos;
-  }
+  set_special_token_ids(j, eos);
   return j;
 }
 
