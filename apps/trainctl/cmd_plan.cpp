@@ -263,7 +263,7 @@ void add_plan_command(CLI::App& app, Dispatches& out) {
                   "cluster file (configs/clusters/; docs/cost-model.md)");
   cmd->footer(
       "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
-      "  trainctl plan job.yaml --set parallel.schedule=interleaved "
+      "  trainctl plan job.yaml --set parallel.pp=2 --set parallel.schedule=interleaved "
       "--set parallel.virtual_stages=2\n\n"
       "Prints each rank's (dp, tp, pp) coordinates and the transformer blocks of each pipeline\n"
       "stage (and of each chunk, for interleaved), then simulates parallel.pp stages running\n"
