@@ -140,6 +140,11 @@ void write_logging(std::ostream& y, const LoggingSpec& l) {
   if (l.profiling()) {
     y << "  profile_steps: [" << l.profile_first << ", " << l.profile_last << "]\n";
   }
+  if (l.mlflow.enabled()) {
+    y << "  mlflow:\n    tracking_uri: " << quoted(l.mlflow.tracking_uri)
+      << "\n    experiment: " << quoted(l.mlflow.experiment)
+      << "\n    run_name: " << quoted(l.mlflow.run_name) << "\n";
+  }
 }
 
 void write_runtime(std::ostream& y, const RuntimeSpec& r) {

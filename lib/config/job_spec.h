@@ -174,6 +174,18 @@ struct CheckpointSpec {
   bool operator==(const CheckpointSpec&) const = default;
 };
 
+// logging.mlflow: global rank 0 also sends the resolved spec (params), every logged metrics
+// line and the run's status to an MLflow tracking server over its REST API, never waiting on
+// it (observe/mlflow_tracker.h); at the end node 0 uploads the report and the config as
+// artifacts. An empty tracking_uri: off. experiment and run_name default to the job's name.
+struct MlflowSpec {
+  std::string tracking_uri;
+  std::string experiment;
+  std::string run_name;
+  bool enabled() const { return !tracking_uri.empty(); }
+  bool operator==(const MlflowSpec&) const = default;
+};
+
 struct LoggingSpec {
   int every_steps = 10;
   // Global rank 0 also writes every logged step's metrics as TensorBoard scalars, and the
@@ -185,6 +197,7 @@ struct LoggingSpec {
   int profile_first = 0;
   int profile_last = 0;
   bool profiling() const { return profile_first > 0; }
+  MlflowSpec mlflow;
 
   bool operator==(const LoggingSpec&) const = default;
 };

@@ -308,6 +308,31 @@ void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpe
   logging.profile_last = static_cast<int>(last);
 }
 
+// logging.mlflow: MLflow's REST API needs a server (`mlflow server`), so only http(s) URIs;
+// file: and databricks URIs of the Python client are refused with what to do instead.
+void read_mlflow(const MapReader& top, const std::string& job_name, MlflowSpec& mlflow) {
+  const MapReader logging = top.section("logging");
+  if (!logging.has("mlflow")) return;
+  const MapReader r = logging.section("mlflow");
+  if (!r.has("tracking_uri")) {
+    logging.fail_at("mlflow",
+                    "needs tracking_uri: the address of an MLflow tracking server, e.g. "
+                    "{tracking_uri: http://mlflow.example:5000}");
+  }
+  r.read("tracking_uri", mlflow.tracking_uri);
+  if (mlflow.tracking_uri.rfind("http://", 0) != 0 &&
+      mlflow.tracking_uri.rfind("https://", 0) != 0) {
+    r.fail_at("tracking_uri", "is " + mlflow.tracking_uri +
+                                  "; trainctl talks to MLflow over its REST API, so it needs a "
+                                  "tracking server's http:// or https:// address (start one with "
+                                  "`mlflow server --host 0.0.0.0 --port 5000`).");
+  }
+  mlflow.experiment = job_name;
+  mlflow.run_name = job_name;
+  r.read("experiment", mlflow.experiment);
+  r.read("run_name", mlflow.run_name);
+}
+
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
   const MapReader r = top.section("runtime");
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
@@ -344,6 +369,7 @@ JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
   read_precision(top, spec.precision);
   read_checkpoint(top, spec.checkpoint);
   read_logging(top, spec.training, spec.logging);
+  read_mlflow(top, spec.name, spec.logging.mlflow);
   read_runtime(top, spec.runtime);
   return spec;
 }

@@ -33,7 +33,8 @@ const Table& table() {
        {"type", "lr", "betas", "eps", "weight_decay", "warmup_steps", "decay", "min_lr"}},
       {"precision", {"compute", "loss_scale", "loss_scale_growth_steps"}},
       {"checkpoint", {"every_steps", "every_minutes", "keep_last", "async", "export_hf"}},
-      {"logging", {"every_steps", "tensorboard", "profile_steps"}},
+      {"logging", {"every_steps", "tensorboard", "profile_steps", "mlflow"}},
+      {"logging.mlflow", {"tracking_uri", "experiment", "run_name"}},
       {"runtime",
        {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo", "memory_limit_mb"}},
   };

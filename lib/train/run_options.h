@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "model/gpt.h"
 #include "model/model_config.h"
+#include "observe/mlflow_tracker.h"
 #include "ops/backend.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -84,8 +85,9 @@ struct ObservabilityOptions {
   int profile_first = 0;  // logging.profile_steps, 1-based inclusive; 0, 0: off
   int profile_last = 0;
   bool profiling() const { return profile_first > 0; }
-  // The resolved spec as YAML, shown as text in TensorBoard.
+  // The resolved spec as YAML, shown as text in TensorBoard and MLflow's params.
   std::string resolved_yaml;
+  std::optional<observe::MlflowSettings> mlflow;  // logging.mlflow
 };
 
 struct RunOptions {

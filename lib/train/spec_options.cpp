@@ -56,6 +56,11 @@ ObservabilityOptions observability_options(const config::JobSpec& spec) {
   o.profile_first = spec.logging.profile_first;
   o.profile_last = spec.logging.profile_last;
   o.resolved_yaml = config::to_yaml(spec);
+  if (spec.logging.mlflow.enabled()) {
+    o.mlflow = observe::MlflowSettings{.tracking_uri = spec.logging.mlflow.tracking_uri,
+                                       .experiment = spec.logging.mlflow.experiment,
+                                       .run_name = spec.logging.mlflow.run_name};
+  }
   return o;
 }
 

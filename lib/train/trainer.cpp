@@ -112,6 +112,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     return TrainResult{.steps = start};
   }
   const auto tensorboard = start_tensorboard(options.observability, groups, ctx, reporter, start);
+  const auto mlflow = start_mlflow(options.observability, groups, ctx, reporter, start);
   // The loop: batch, step, metrics, evaluation and checkpoint when due.
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
   TrainResult result{.steps = start};
@@ -140,6 +141,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     ckpt.maybe_save(step + 1, last, out.checkpoint);
   }
   ckpt.save_final(result.steps);
+  if (mlflow && !result.stopped) mlflow->finished();
   LookHere look;
   look.tensorboard = tensorboard != nullptr;
   if (recorder) {
