@@ -146,7 +146,7 @@ def quality(args, tc):
          "--out", data_dir, "--val-fraction", str(args.val_fraction)], capture_output=True)
     padded = (vocab + 63) // 64 * 64
     rows = []
-    for kind in ("dense", "moe"):
+    for kind in args.models.split(","):
         a = argparse.Namespace(**vars(args))
         if kind == "dense":
             a.experts = 0
@@ -170,6 +170,8 @@ def main():
     ap.add_argument("--text", default=os.path.join(ROOT, "..", "shared", "data",
                                                    "tinyshakespeare.txt"))
     ap.add_argument("--no-text", action="store_true", help="the speed comparison only")
+    ap.add_argument("--no-speed", action="store_true", help="the text comparison only")
+    ap.add_argument("--models", default="dense,moe", help="the text comparison's models")
     ap.add_argument("--out", default="/tmp/bench-moe")
     ap.add_argument("--experts", type=int, default=8)
     ap.add_argument("--top-k", type=int, default=2)
@@ -190,6 +192,14 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tc = os.path.abspath(args.trainctl)
+    if not args.no_speed:
+        speed_table(args, tc)
+    if args.no_text:
+        return
+    text_table(args, tc)
+
+
+def speed_table(args, tc):
     times, ratio = speed(args, tc)
     shape = (f"llama L{args.n_layer}/C{args.d_model}/H{args.n_head}/T{args.seq_len}/"
              f"B{args.batch}, dense SwiGLU {args.ffn} vs {args.experts} experts x "
@@ -200,8 +210,9 @@ def main():
     print("|---|---:|---:|")
     print(f"| dense | {times['dense']:.1f} | |")
     print(f"| moe | {times['moe']:.1f} | {ratio:.3f} |")
-    if args.no_text:
-        return
+
+
+def text_table(args, tc):
     if not os.path.exists(args.text):
         sys.exit(f"{args.text}: not found (pass --text, or --no-text)")
     rows, vocab = quality(args, tc)

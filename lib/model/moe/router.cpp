@@ -98,12 +98,22 @@ void dispatch(const MoeConfig& cfg, Routing& r) {
 }  // namespace
 
 void router_logits(const float* h, const float* wg, int N, int C, int E, float* logits) {
+  // Eight interleaved partial sums, combined in a fixed order: the compiler keeps them in
+  // vector registers (one running sum would stay scalar: floats do not reassociate), and
+  // every rank still adds the same numbers in the same order.
+  constexpr int kLanes = 8;
   for (int t = 0; t < N; ++t) {
     const float* x = h + static_cast<size_t>(t) * C;
     for (int e = 0; e < E; ++e) {
       const float* w = wg + static_cast<size_t>(e) * C;
+      float part[kLanes] = {};
+      int c = 0;
+      for (; c + kLanes <= C; c += kLanes) {
+        for (int l = 0; l < kLanes; ++l) part[l] += x[c + l] * w[c + l];
+      }
+      for (; c < C; ++c) part[0] += x[c] * w[c];
       float acc = 0.0f;
-      for (int c = 0; c < C; ++c) acc += x[c] * w[c];
+      for (int l = 0; l < kLanes; ++l) acc += part[l];
       logits[static_cast<size_t>(t) * E + e] = acc;
     }
   }
