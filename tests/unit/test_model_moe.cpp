@@ -182,7 +182,7 @@ TEST_CASE("MoE router + grouped experts match a finite-difference directional de
   CHECK(experts_same);
 }
 
-TEST_CASE("MoE expert bias: it changes the choice, never the gate; its step balances",
+TEST_CASE("MoE expert bias: it changes the choice, never the gate, and its step balances",
           "[model][moe]") {
   model::MoeConfig cfg;
   cfg.num_experts = 3;
