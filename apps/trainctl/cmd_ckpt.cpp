@@ -40,7 +40,7 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
   cmd->add_option("--format", o.format,
                   "nanogpt: one safetensors file; hf: a folder transformers loads with "
                   "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel for gpt, LlamaForCausalLM "
-                  "for llama)")
+                  "for llama, MixtralForCausalLM for llama + moe)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nanogpt", "hf"}));
   cmd->add_flag("--force", o.force,

@@ -121,6 +121,36 @@ nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int
   return j;
 }
 
+// MixtralConfig: Llama's attention and norms, every layer's feed-forward a softmax top-k
+// mixture of SwiGLU experts (intermediate_size: one expert's width).
+nlohmann::json mixtral_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
+  nlohmann::json j = llama_config(c, eos);
+  for (const char* key : {"rope_scaling", "attention_bias", "pretraining_tp"}) j.erase(key);
+  j["architectures"] = {"MixtralForCausalLM"};
+  j["model_type"] = "mixtral";
+  j["intermediate_size"] = c.moe.expert_ffn_hidden;
+  j["num_local_experts"] = c.moe.num_experts;
+  j["num_experts_per_tok"] = c.moe.top_k;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+  j["sliding_window"] = nullptr;
+  return j;
+}
+
+// What MixtralForCausalLM computes: why this MoE model is not it, or "" when it is.
+std::string mixtral_mismatch(const model::ModelConfig& c) {
+  const model::MoeConfig& m = c.moe;
+  if (!c.llama()) return "a gpt model (Mixtral is llama + moe)";
+  if (m.score != model::MoeScore::softmax) return "score: sigmoid (Mixtral's router is softmax)";
+  if (m.shared_experts > 0) return "shared experts (Mixtral has none)";
+  if (m.layers_every != 1 || m.layers_from != 0) {
+    return "dense layers between the MoE ones (Mixtral's are all MoE: layers: all)";
+  }
+  if (m.capacity_factor > 0) return "a capacity_factor (Mixtral is dropless)";
+  if (m.expert_bias()) return "balance: bias (Mixtral's router has no expert bias)";
+  return "";
+}
+
 // tokenizer.json with its merges as "a b" strings: tokenizers 0.20 and later write
 // [a, b] pairs, which the versions transformers 4.36 needs (< 0.19) cannot read; byte-level
 // tokens hold no space, so the string form says the same.
@@ -181,12 +211,7 @@ void require_gpt_checkpoint(CheckpointReader& reader) {
 }
 
 ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& o) {
-  if (reader.metadata().model.moe.enabled()) {
-    // Its tensors carry Mixtral's names, but config.json would describe a dense model.
-    throw InputError("checkpoint " + reader.dir().string() +
-                     " holds a mixture-of-experts model, which --format hf does not export yet; "
-                     "use the default format");
-  }
+  if (reader.metadata().model.moe.enabled()) return export_hf_mixtral(reader, o);
   if (reader.metadata().model.llama()) return export_hf_llama(reader, o);
   return export_hf_gpt2(reader, o);
 }
@@ -236,6 +261,21 @@ ExportSummary write_hf_folder(CheckpointReader& reader, const HfExportOptions& o
 // and its RoPE is transformers' rotate_half: the tensors go out as they are.
 ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& o) {
   return write_hf_folder(reader, o, false, llama_config(reader.metadata().model, o.eos_token_id));
+}
+
+ExportSummary export_hf_mixtral(CheckpointReader& reader, const HfExportOptions& o) {
+  const model::ModelConfig& c = reader.metadata().model;
+  const std::string why = mixtral_mismatch(c);
+  if (!why.empty()) {
+    throw InputError("checkpoint " + reader.dir().string() +
+                     " holds a mixture-of-experts model with " + why +
+                     ", which --format hf cannot write as MixtralForCausalLM (llama + moe, "
+                     "softmax top-k, no shared experts, every layer MoE, dropless); use the "
+                     "default format");
+  }
+  // trainctl's MoE llama already carries Mixtral's names (block_sparse_moe.gate,
+  // experts.<i>.w1/w2/w3) and nn.Linear layouts.
+  return write_hf_folder(reader, o, false, mixtral_config(c, o.eos_token_id));
 }
 
 ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {

@@ -148,18 +148,28 @@ void read_moe(const json& c, const JsonPlace& at, model::ModelConfig& m) {
   }
   m.moe.aux_loss_coef = j.at("aux_loss_coef").get<float>();
   m.moe.capacity_factor = j.at("capacity_factor").get<float>();
+  // balance: bias (absent: no expert bias).
+  if (j.contains("bias_update_rate")) {
+    const json& v = j.at("bias_update_rate");
+    if (!v.is_number() || !(v.get<double>() >= 0)) {
+      bad_field(e, e.field("bias_update_rate"), "must be a number >= 0");
+    }
+    m.moe.bias_update_rate = v.get<float>();
+  }
 }
 
 json moe_json(const model::MoeConfig& e) {
-  return {{"num_experts", e.num_experts},
-          {"top_k", e.top_k},
-          {"expert_ffn_hidden", e.expert_ffn_hidden},
-          {"shared_experts", e.shared_experts},
-          {"score", e.score == model::MoeScore::sigmoid ? "sigmoid" : "softmax"},
-          {"aux_loss_coef", e.aux_loss_coef},
-          {"capacity_factor", e.capacity_factor},
-          {"layers_every", e.layers_every},
-          {"layers_from", e.layers_from}};
+  json j = {{"num_experts", e.num_experts},
+            {"top_k", e.top_k},
+            {"expert_ffn_hidden", e.expert_ffn_hidden},
+            {"shared_experts", e.shared_experts},
+            {"score", e.score == model::MoeScore::sigmoid ? "sigmoid" : "softmax"},
+            {"aux_loss_coef", e.aux_loss_coef},
+            {"capacity_factor", e.capacity_factor},
+            {"layers_every", e.layers_every},
+            {"layers_from", e.layers_from}};
+  if (e.expert_bias()) j["bias_update_rate"] = e.bias_update_rate;
+  return j;
 }
 
 void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {

@@ -21,7 +21,7 @@ struct MoeSpec {
   int expert_ffn_hidden = 0;  // 0 = the dense MLP's width (model.mlp_hidden())
   int shared_experts = 0;
   std::string score = "softmax";     // softmax | sigmoid
-  std::string balance = "aux_loss";  // aux_loss | bias | none (bias: refused at validate)
+  std::string balance = "aux_loss";  // aux_loss | bias | none
   double aux_loss_coef = 0.01;
   double bias_update_rate = 1.0e-3;
   double capacity_factor = 0;  // 0 = dropless

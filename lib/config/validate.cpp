@@ -72,7 +72,7 @@ void check_model(const JobSpec& s, const Checker& c) {
 }
 
 // model.moe (docs/job-spec.md, "model.moe"): what is built is dropless or capacity-capped
-// routing with aux-loss or no balancing, on the CPU backend, experts split over tp like the
+// routing with aux-loss, bias or no balancing, on the CPU backend, experts split over tp like the
 // dense MLP.
 void check_moe(const JobSpec& s, const Checker& c) {
   const ModelSpec& m = s.model;
@@ -91,9 +91,11 @@ void check_moe(const JobSpec& s, const Checker& c) {
                                    std::to_string(m.n_layer - 1) +
                                    "); use all, a smaller every_N or from_K, or remove model.moe.");
   }
-  if (e.balance == "bias") {
+  if (e.balance == "bias" && s.parallel.mode == "parameter_server") {
     c.fail("model.moe.balance",
-           "bias (auxiliary-loss-free balancing) is not built yet; use aux_loss or none.");
+           "bias moves each expert's bias from every step's token counts over all workers, "
+           "which asynchronous parameter-server workers never share; use aux_loss or none, "
+           "or parallel.mode: data_parallel.");
   }
   if (s.device == Device::cuda) {
     c.fail("model.moe",

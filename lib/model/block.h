@@ -94,6 +94,8 @@ class Block {
   // dres holds d(output) on entry and d(x) on exit.
   virtual void backward(int slot, const float* x, float* dres, const PieceReport& report) = 0;
   virtual double macs_per_token(int seq_len) const = 0;
+  // The feed-forward branch (the MoE layers' statistics and expert bias), or null.
+  virtual Branch* feed_forward() { return nullptr; }
 };
 
 }  // namespace trainctl::model

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/moe/moe_ffn.h"
+
 namespace trainctl::model {
 
 namespace {
@@ -101,6 +103,18 @@ float* Gpt::input_buffer(int chunk, int slot) {
 // --- blocks and gradient pieces -----------------------------------------------------------
 
 int Gpt::num_blocks() const { return static_cast<int>(parts_.blocks.size()); }
+
+std::vector<MoeLayer> Gpt::moe_layers() {
+  std::vector<MoeLayer> out;
+  for (int b = 0; b < num_blocks(); ++b) {
+    const int chunk = chunk_of_block(b);
+    const int layer = ctx_.shard.chunks[static_cast<size_t>(chunk)].begin + b -
+                      parts_.chunk_first_block[static_cast<size_t>(chunk)];
+    auto* ffn = dynamic_cast<moe::MoeFfn*>(parts_.blocks[static_cast<size_t>(b)]->feed_forward());
+    if (ffn != nullptr) out.push_back({layer, ffn});
+  }
+  return out;
+}
 
 int Gpt::chunk_of_block(int block) const {
   int chunk = 0;

@@ -43,6 +43,16 @@
 
 namespace trainctl::model {
 
+namespace moe {
+class MoeFfn;
+}
+
+// One mixture-of-experts layer of this rank's shard: its layer index in the whole model.
+struct MoeLayer {
+  int layer = 0;
+  moe::MoeFfn* ffn = nullptr;
+};
+
 struct GptOptions {
   GptShardSpec shard;                // empty chunks: the whole model
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
@@ -173,6 +183,9 @@ class Gpt {
   int chunk_of_block(int block) const;
   // [begin, end) of the flat parameter layout holding block `block`'s parameters.
   std::pair<int64_t, int64_t> block_param_range(int block) const;
+
+  // This rank's mixture-of-experts layers, in layer order (empty for a dense model).
+  std::vector<MoeLayer> moe_layers();
 
   // Each block's forward and backward (and the LM head's) become timeline events while
   // `trace` records (null: none).

@@ -40,6 +40,7 @@ class TransformerBlock final : public Block {
   void recompute(int slot, const float* x) override;
   void backward(int slot, const float* x, float* dres, const PieceReport& report) override;
   double macs_per_token(int seq_len) const override;
+  Branch* feed_forward() override { return ffn_.get(); }
 
  private:
   struct Acts {

@@ -10,6 +10,7 @@
 #include "checkpoint/commit.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
+#include "model/moe/moe_ffn.h"
 #include "train/checkpointing.h"
 #include "train/dp_sync_state.h"
 #include "train/resume_choice.h"
@@ -65,6 +66,18 @@ void read_parameters(Engine& e, checkpoint::CheckpointReader& reader) {
     reader.read_slice(p.name, p.shard, (zero3 ? whole.data() : params.data()) + p.offset);
   }
   if (zero3) zero3->load_flat(whole.data());
+}
+
+// balance: bias: each MoE layer's expert bias. (A checkpoint of another balance mode has
+// none, but resuming refuses a model config that differs; should one lack it, it stays 0.)
+void read_expert_biases(Engine& e, checkpoint::CheckpointReader& reader) {
+  for (const model::MoeLayer& l : e.gpt.moe_layers()) {
+    std::vector<float>& bias = l.ffn->expert_bias();
+    if (bias.empty() || !reader.contains(l.ffn->expert_bias_name())) continue;
+    model::TensorShard whole;
+    whole.global_shape = {static_cast<int64_t>(bias.size())};
+    reader.read_slice(l.ffn->expert_bias_name(), whole, bias.data());
+  }
 }
 
 // Every state buffer the optimizer keeps, laid out like the parameters; InputError when
@@ -175,6 +188,7 @@ int64_t Checkpointer::load(const std::string& resume) {
   checkpoint::CheckpointReader reader(chosen);
   reader.set_verify_on_read(false);  // rank 0 verified every file
   read_parameters(e_, reader);
+  read_expert_biases(e_, reader);
   read_optimizer_state(e_, reader, chosen);
   restore_dp_sync_state(e_, reader, say_);
   const checkpoint::CheckpointMetadata& meta = reader.metadata();

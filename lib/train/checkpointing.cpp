@@ -11,6 +11,7 @@
 #include "checkpoint/commit.h"
 #include "checkpoint/errors.h"
 #include "checkpoint/shard_writer.h"
+#include "model/moe/moe_ffn.h"
 #include "train/dp_sync_state.h"
 #include "util/error.h"
 
@@ -92,6 +93,19 @@ void Checkpointer::save(int64_t step, bool async) {
       for (size_t k = 0; k < opt.names.size(); ++k) {
         add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
       }
+    }
+  }
+  // balance: bias: each MoE layer's expert bias, a buffer the same on every rank of its
+  // stage (one copy: DP replica 0, TP rank 0).
+  if (e_.groups.coord.dp == 0 && e_.groups.coord.tp == 0) {
+    for (const model::MoeLayer& l : e_.gpt.moe_layers()) {
+      const std::vector<float>& bias = l.ffn->expert_bias();
+      if (bias.empty()) continue;
+      snap->names.push_back(l.ffn->expert_bias_name());
+      model::TensorShard whole;
+      whole.global_shape = {static_cast<int64_t>(bias.size())};
+      snap->shards.push_back(whole);
+      snap->values.push_back(bias);
     }
   }
   // dp_sync local_sgd / diloco: each replica's own state and DiLoCo's outer state.

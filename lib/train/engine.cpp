@@ -27,6 +27,7 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
                   : nullptr),
       data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, o.optimizer.update,
                     data_parallel_options(o.parallel, g, gpt)),
+      moe(gpt, solo_dp ? *solo_dp : *g.dp, layout.global_batch()),
       schedule(o.optimizer.lr),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
   if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
@@ -50,6 +51,7 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
                                             float dloss) {
   const auto compute_start = std::chrono::steady_clock::now();
   gpt.params().zero_grads();
+  moe.begin_step();
   data_parallel.begin_step(step);
   Gradients g;
   if (!pipeline) {
@@ -125,6 +127,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     out.loss_scale = loss_scale;
     if (!loss_scaler->update(std::isfinite(out.grad_norm))) {
       out.skipped = true;
+      moe.finish_step(false);
       return out;
     }
     out.grad_norm /= loss_scale;
@@ -148,6 +151,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   data_parallel.clip_grad_norm(out.grad_norm, options.optimizer.grad_clip, unscale);
   data_parallel.step(out.lr);
   data_parallel.after_update(step + 1, step + 1 == options.training.steps);
+  moe.finish_step(true);
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline_executor.h"
+#include "train/moe_balance.h"
 #include "train/run_options.h"
 
 namespace trainctl::train {
@@ -94,6 +95,8 @@ struct Engine {
   std::unique_ptr<comm::Communicator> solo_dp;
   parallel::DataParallel data_parallel;
   std::optional<parallel::PipelineExecutor> pipeline;
+  // Mixture-of-experts layers: the step's routing statistics, the expert bias's update.
+  MoeBalance moe;
   optim::LrSchedule schedule;
   // With precision.compute: fp16 (else empty): multiplies the loss gradient, skips steps
   // whose gradients overflow.

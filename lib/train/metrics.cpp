@@ -15,6 +15,23 @@ std::string hms(double seconds) {
   std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
   return buf;
 }
+
+// A dense layer's entries are null, so an array's index is the model layer.
+void add_moe_metrics(const StepMetrics& m, nlohmann::ordered_json& j) {
+  if (m.moe_aux_loss) j["moe_aux_loss"] = *m.moe_aux_loss;
+  if (!m.moe_load_imbalance.empty()) {
+    nlohmann::ordered_json imbalance = nlohmann::ordered_json::array();
+    nlohmann::ordered_json load = nlohmann::ordered_json::array();
+    for (size_t l = 0; l < m.moe_load_imbalance.size(); ++l) {
+      const auto& v = m.moe_load_imbalance[l];
+      imbalance.push_back(v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json());
+      load.push_back(v ? nlohmann::ordered_json(m.moe_expert_load[l]) : nlohmann::ordered_json());
+    }
+    j["moe_load_imbalance"] = imbalance;
+    j["moe_expert_load"] = load;
+  }
+  if (m.moe_dropped_fraction) j["moe_dropped_fraction"] = *m.moe_dropped_fraction;
+}
 }  // namespace
 
 namespace {
@@ -122,6 +139,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.ps_gradients) j["ps_gradients"] = *m.ps_gradients;
     if (!m.ps_staleness.empty()) j["ps_staleness"] = m.ps_staleness;
     if (m.ps_staleness_max) j["ps_staleness_max"] = *m.ps_staleness_max;
+    add_moe_metrics(m, j);
     file_.append(j.dump());
     for (const auto& sink : sinks_) sink(j);
   }

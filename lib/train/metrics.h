@@ -74,6 +74,15 @@ struct StepMetrics {
   std::optional<int64_t> ps_gradients;
   std::vector<int64_t> ps_staleness;
   std::optional<int64_t> ps_staleness_max;
+  // Mixture-of-experts models (train/moe_balance.h), logged steps only, means over the
+  // window: the auxiliary balancing loss added to the objective (balance: aux_loss), each
+  // layer's load imbalance (max routed tokens per expert / the mean; index = layer, nullopt
+  // for a dense layer) and its experts' shares of the routed load, and the fraction of
+  // routed assignments the capacity dropped (0 when dropless).
+  std::optional<double> moe_aux_loss;
+  std::vector<std::optional<double>> moe_load_imbalance;
+  std::vector<std::vector<double>> moe_expert_load;
+  std::optional<double> moe_dropped_fraction;
 };
 
 // The wall-clock side of the metrics: the current step's time, the time since the start,

@@ -103,6 +103,13 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTi
   add_memory_stats(e, m);
   if (e.groups.dp->size() > 1) add_dp_comm_stats(e, mean, m);
   if (e.pipeline) add_pipeline_stats(e, mean.pipeline_idle_s, m);
+  if (e.moe.active()) {
+    MoeFigures f = e.moe.gather_window(e.groups);
+    m.moe_aux_loss = f.aux_loss;
+    m.moe_load_imbalance = std::move(f.load_imbalance);
+    m.moe_expert_load = std::move(f.expert_load);
+    m.moe_dropped_fraction = f.dropped_fraction;
+  }
   return m;
 }
 

@@ -1,5 +1,7 @@
 #include "model/moe/moe_ffn.h"
 
+#include <algorithm>
+
 namespace trainctl::model::moe {
 
 MoeFfn::MoeFfn(const ModelContext& ctx, ParamList& params, const std::string& prefix)
@@ -9,7 +11,11 @@ MoeFfn::MoeFfn(const ModelContext& ctx, ParamList& params, const std::string& pr
                               kInitStd, true)),
       routed_(ctx, params, prefix + ".experts", ctx.config.moe.num_experts),
       shared_(ctx, params, prefix + ".shared_experts", ctx.config.moe.shared_experts),
-      max_rows_(int64_t{ctx.N()} * (ctx.config.moe.top_k + ctx.config.moe.shared_experts)) {
+      max_rows_(int64_t{ctx.N()} * (ctx.config.moe.top_k + ctx.config.moe.shared_experts)),
+      bias_name_(prefix + ".gate.e_score_correction_bias") {
+  const MoeConfig& m = ctx.config.moe;
+  if (m.expert_bias()) bias_.assign(static_cast<size_t>(m.num_experts), 0.0f);
+  stats_.counts.assign(static_cast<size_t>(m.num_experts), 0);
   first_ = gate_;
   end_ = params.size();
 }
@@ -73,7 +79,7 @@ void MoeFfn::forward(int slot, const float* h, float* y) {
   const MoeConfig& cfg = ctx_.config.moe;
   // h is read whole (router, gather) before y, which may be h's buffer, is written.
   router_logits(h, ctx_.w().data(gate_), N, C, cfg.num_experts, logits_);
-  route(logits_, N, cfg, a.routing);
+  route(logits_, N, cfg, a.routing, bias_.empty() ? nullptr : bias_.data());
   a.aux_scale = ctx_.grad_scale * static_cast<float>(ctx_.T);
   gather(a.routing, h, x_);
   routed_.fc_forward(a.routing.offsets.data(), x_, a.fc);
@@ -117,6 +123,9 @@ void MoeFfn::backward(int slot, const float* h, const float* dy, float* dh,
   routed_.activate_backward(rows, a.fc, d_act_, d_fc_);
   routed_.weight_grads_in(r.offsets.data(), d_fc_, x_);
   shared_.weight_grads_in(shared_offsets(r), d_fc_, x_);
+  count_assignments(r, E, stats_.counts.data());
+  stats_.dropped += r.dropped;
+  if (cfg.aux_loss_coef > 0) stats_.aux_sum += aux_loss_sum(r, ctx_.T, cfg);
   router_backward(r, dgate_, ctx_.T, a.aux_scale, cfg, dlogits_);
   router_weight_grad(dlogits_, h, N, C, E, ctx_.w().grad(gate_));
   report.ready();
@@ -132,6 +141,14 @@ void MoeFfn::backward(int slot, const float* h, const float* dy, float* dh,
   }
   ctx_.tp_allreduce(dh, ctx_.NC());
   router_input_grad(dlogits_, ctx_.w().data(gate_), N, C, E, dh);
+}
+
+MoeFfn::StepStats MoeFfn::take_step_stats() {
+  StepStats out = stats_;
+  std::fill(stats_.counts.begin(), stats_.counts.end(), 0);
+  stats_.dropped = 0;
+  stats_.aux_sum = 0;
+  return out;
 }
 
 double MoeFfn::macs_per_token(int /*seq_len*/) const {

@@ -25,6 +25,11 @@
 // (ModelContext::grad_scale) times T per sequence: the loss is coef * (mean over the step's
 // sequences of the sequence-wise aux), added to the cross-entropy's objective.
 //
+// balance: bias: the expert bias [E] is a buffer (no gradient, no optimizer state),
+// replicated on every rank; the engine updates it after each step from the step's token
+// counts summed over the ranks that saw different tokens (train/moe_balance.h), and the
+// checkpoint keeps it as `prefix`.gate.e_score_correction_bias (DeepSeek-V3's name).
+//
 // CPU only: the dispatch and the router are host loops over the backend's buffers (the
 // job spec refuses device: cuda with MoE).
 #include <string>
@@ -52,6 +57,18 @@ class MoeFfn final : public Branch {
   const Routing& routing(int slot) const { return acts_.at(static_cast<size_t>(slot)).routing; }
   int gate_param() const { return gate_; }
 
+  // The expert bias (empty unless balance: bias) and its checkpoint name.
+  std::vector<float>& expert_bias() { return bias_; }
+  const std::string& expert_bias_name() const { return bias_name_; }
+  // What the training micro-batches routed since the last take_step_stats() (counted in
+  // their backward passes; evaluation's forward passes are not).
+  struct StepStats {
+    std::vector<int64_t> counts;  // [E] routed assignments per expert, before capacity drops
+    int64_t dropped = 0;          // assignments the capacity dropped
+    double aux_sum = 0;           // the aux loss summed over the sequences (with its coef)
+  };
+  StepStats take_step_stats();
+
  private:
   struct Acts {
     Routing routing;
@@ -70,6 +87,9 @@ class MoeFfn final : public Branch {
   GroupedExperts routed_, shared_;
   std::vector<Acts> acts_;  // per slot
   int64_t max_rows_;        // N * (top_k + shared_experts)
+  std::vector<float> bias_;
+  std::string bias_name_;
+  StepStats stats_;
   // Scratch: the gathered tokens, d(out) (then d(x)), d(act), d(fc), logits, dlogits,
   // d(gate).
   float *x_ = nullptr, *d_out_ = nullptr, *d_act_ = nullptr, *d_fc_ = nullptr;
