@@ -113,6 +113,7 @@ struct PlannedSchedule {
   parallel::ScheduleKind kind;
   int stages, micro_batches, chunks;
   bool interleaved() const { return kind == parallel::ScheduleKind::interleaved; }
+  bool zero_bubble() const { return kind == parallel::ScheduleKind::zb1p; }
 };
 
 PlannedSchedule planned_schedule(const config::JobSpec& spec, std::optional<int> micro_batches) {
@@ -175,19 +176,24 @@ std::string schedule_text(const PlannedSchedule& p, const parallel::Simulation& 
   std::string out = std::string("schedule ") + parallel::to_string(p.kind) + ", " + shape + ", " +
                     count(p.micro_batches, "micro-batch", "micro-batches") + ": bubble " +
                     percent(sim.stats.bubble_fraction) + " (theory " +
-                    (p.interleaved() ? "(p-1)/(V*m+p-1)" : "(p-1)/(m+p-1)") + " = " +
-                    percent(theory);
-  if (p.interleaved()) {
+                    (p.interleaved()   ? "(p-1)/(V*m+p-1)"
+                     : p.zero_bubble() ? "(p-1)/(3m+p-1)"
+                                       : "(p-1)/(m+p-1)") +
+                    " = " + percent(theory);
+  if (p.interleaved() || p.zero_bubble()) {
     out += "; 1f1b: " + percent(parallel::theoretical_bubble(parallel::ScheduleKind::one_f_one_b,
                                                              p.stages, p.micro_batches));
   }
   out += ")\npeak activations per stage [" + peak_list(sim) + "] " +
          (p.interleaved() ? "(micro-batch chunks held, each 1/" + std::to_string(p.chunks) +
                                 " of the stage's layers)\n"
-                          : std::string("(micro-batches held)\n"));
+                          : std::string(p.zero_bubble() ? "(micro-batches held from F to W)\n"
+                                                        : "(micro-batches held)\n"));
   constexpr int kMaxCells = 64;  // lines of about 200 columns (250 with 2-digit micro-batches)
   const parallel::TimelineText timeline = parallel::draw_timeline(sim, 1, kMaxCells);
-  out += p.interleaved()
+  out += p.zero_bubble() ? "\ntimeline (one cell = one time unit: forward F<mb> 1, input gradients "
+                           "B<mb> 1, weight gradients W<mb> 1, idle ..):\n"
+         : p.interleaved()
              ? "\ntimeline (one cell = one time unit: chunk forward F<mb><chunk> 1, backward "
                "B<mb><chunk>-- 2, idle ...; chunk a = the stage's first model chunk, b its "
                "second, ...):\n"

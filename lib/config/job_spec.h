@@ -83,7 +83,7 @@ struct DataSpec {
 
 // dp, tp and pp (the Layout), and how the work is split within it.
 struct ParallelSpec : Layout {
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb1p | zbv
   // Model chunks per pipeline rank for the interleaved schedule (Megatron's virtual
   // pipeline stages); 1 for gpipe and 1f1b.
   int virtual_stages = 1;

@@ -210,7 +210,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
   r.read_choice(
-      "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved"},
+      "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved", "zb1p", "zbv"},
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
   r.read("virtual_stages", parallel.virtual_stages, {1, 64});
   r.read_choice("zero", parallel.zero, {0, 1, 2, 3});

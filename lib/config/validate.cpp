@@ -193,12 +193,36 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                  std::to_string(accum) + " must be a multiple of pp. Use global_batch_size " +
                  std::to_string(unit * ((accum + p.pp - 1) / p.pp * p.pp)) + ".");
     }
-  } else if (p.virtual_stages != 1) {
+  } else if (p.virtual_stages != 1 && p.schedule != "zbv") {
     c.fail("parallel.virtual_stages", "only the interleaved schedule uses virtual stages; got " +
                                           std::to_string(p.virtual_stages) + " with schedule " +
                                           p.schedule +
                                           ". Use virtual_stages: 1 or schedule: "
                                           "interleaved.");
+  }
+}
+
+// The zero-bubble schedules (parallel/zero_bubble_schedule.h): W runs after B, when ZeRO-3
+// has already given a block's gradient storage back.
+void check_zero_bubble(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.schedule == "zbv" && p.virtual_stages != 2) {
+    c.fail("parallel.virtual_stages",
+           "the zbv schedule runs exactly 2 model chunks per pipeline rank, in V order; got "
+           "virtual_stages " +
+               std::to_string(p.virtual_stages) + ". Set virtual_stages: 2.");
+  }
+  if (p.schedule == "zbv") {
+    c.fail("parallel.schedule",
+           "zbv (two chunks per rank in V order) is not available yet: its V-shaped stage "
+           "layout is not built. Use schedule: zb1p (zero-bubble H1, 1F1B's memory), or "
+           "interleaved with virtual_stages: 2.");
+  }
+  if (p.schedule == "zb1p" && p.pp > 1 && p.zero == 3 && p.dp > 1) {
+    c.fail("parallel.zero",
+           "ZeRO-3 gives each block's gradient storage back right after its backward, but "
+           "schedule: zb1p computes weight gradients later (its W pass). Use zero: 1 or 2 "
+           "with zb1p, or schedule: 1f1b with zero: 3.");
   }
 }
 
@@ -460,6 +484,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_model(spec, c);
   check_moe(spec, c);
   check_parallel(spec, c);
+  check_zero_bubble(spec, c);
   check_dp_sync(spec, c);
   check_powersgd(spec, c);
   check_parameter_server(spec, c);

@@ -58,11 +58,10 @@ void GqaAttention::backward(int slot, const float* h, const float* dy, float* dh
                             const PieceReport& report) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
   const ModelConfig& c = ctx_.config;
-  const int N = ctx_.N(), C = c.d_model;
+  const int C = c.d_model;
   auto& be = ctx_.be();
-  auto& w = ctx_.w();
   // dh holds d(attention output) [N, C/tp] until the input gradient overwrites it.
-  be.linear_backward(dh, w.grad(o_), nullptr, dy, a.att, w.data(o_), N, C_local_, C);
+  linear_backward_split(ctx_, dh, o_, -1, dy, a.att, C_local_, C);
   be.attention_backward(dqkv_, dh, a.qkv, a.att, a.lse, shape());
   // From the rotated q and k back to the projections' outputs.
   be.rope_backward(dqkv_, ctx_.B, ctx_.T, qkv_width_, NH_local_ + NKV_local_, c.head_dim(),

@@ -1,5 +1,7 @@
 #include "model/attention_mha.h"
 
+#include "model/fused_linear.h"
+
 namespace trainctl::model {
 
 MhaAttention::MhaAttention(const ModelContext& ctx, ParamList& params, const std::string& prefix)
@@ -52,13 +54,12 @@ void MhaAttention::backward(int slot, const float* h, const float* dy, float* dh
   auto& be = ctx_.be();
   auto& w = ctx_.w();
   // dh holds d(attention output) [N, C/tp] until the input gradient overwrites it.
-  be.linear_backward(dh, w.grad(proj_w_), w.grad(proj_b_), dy, a.att, w.data(proj_w_), N, C_local_,
-                     C);
+  linear_backward_split(ctx_, dh, proj_w_, proj_b_, dy, a.att, C_local_, C);
   be.attention_backward(dqkv_, dh, a.qkv, a.att, a.lse, ctx_.B, ctx_.T, C_local_, NH_local_);
   // c_attn's weight gradient before its input gradient: data parallelism reduces the
   // attention's matrices behind that product (in block 0 this leaves only ln_1 and the
   // embeddings for the exposed tail of the step).
-  be.linear_backward(nullptr, w.grad(attn_w_), w.grad(attn_b_), dqkv_, h, w.data(attn_w_), N, C, W);
+  linear_backward_split(ctx_, nullptr, attn_w_, attn_b_, dqkv_, h, C, W);
   report.ready();
   // Each TP rank has part of d(h); the allreduce sums.
   be.gemm(false, false, N, C, W, 1.0f, dqkv_, W, w.data(attn_w_), C, 0.0f, dh, C);

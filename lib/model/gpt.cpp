@@ -1,5 +1,6 @@
 #include "model/gpt.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -200,7 +201,18 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   return nullptr;
 }
 
-const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, bool report) {
+const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, bool report,
+                                 DeferredWeightGrads* weights_later) {
+  // Deferred, a piece is reported in W, behind the products that make it final.
+  const std::function<void(int)> report_later = [this, weights_later](int piece) {
+    weights_later->add([this, piece] { report_grad_ready(piece); });
+  };
+  const std::function<void(int)>* hook = weights_later ? &report_later : &grad_ready_;
+  ctx_.defer = weights_later;
+  struct Undefer {
+    ModelContext& ctx;
+    ~Undefer() { ctx.defer = nullptr; }
+  } undefer{ctx_};
   const float* input = input_buffer(chunk, slot);
   float* dres = parts_.dres;
   const int first = parts_.chunk_first_block[static_cast<size_t>(chunk)];
@@ -219,8 +231,7 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
       observe::TraceScope trace(trace_, "backward", "compute", layer_fields(b, chunk));
       block.recompute(slot, x);
       const PieceReport pieces =
-          report ? PieceReport(&grad_ready_, block_first_piece_[static_cast<size_t>(b)])
-                 : PieceReport();
+          report ? PieceReport(hook, block_first_piece_[static_cast<size_t>(b)]) : PieceReport();
       block.backward(slot, x, dres, pieces);
     }
     if (block_hooks_.after_backward) block_hooks_.after_backward(b);
@@ -232,7 +243,13 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
   // The embeddings' piece(s): wte's own piece, when it has one, the caller reports (llama's
   // only embedding piece is the tied one when it is exchanged).
   const bool wte_alone = parts_.embedding->positions() < 0 && exchanges_tied_embedding();
-  if (report && !wte_alone) report_grad_ready(embedding_piece_);
+  if (report && !wte_alone) {
+    if (weights_later != nullptr) {
+      report_later(embedding_piece_);
+    } else {
+      report_grad_ready(embedding_piece_);
+    }
+  }
   return nullptr;
 }
 

@@ -31,6 +31,7 @@
 
 #include "comm/communicator.h"
 #include "model/activation_arena.h"
+#include "model/deferred_weight_grads.h"
 #include "model/lm_head.h"
 #include "model/model_config.h"
 #include "model/model_context.h"
@@ -123,7 +124,12 @@ class Gpt {
   // `report` = this backward makes the chunk's gradients final for the step: the
   // grad-ready hook fires for each piece as it completes. Returns the gradient of the
   // chunk's input (valid until the next backward_chunk), or nullptr for the embedding chunk.
-  const float* backward_chunk(int chunk, int slot, const int32_t* tokens, bool report);
+  // With `weights_later` (zero-bubble schedules' B), the linear layers' weight gradients
+  // and the piece reports are recorded there instead (model/deferred_weight_grads.h): the
+  // caller runs it (W) after this backward and before the chunk's next one; the slot is
+  // free again as soon as this returns.
+  const float* backward_chunk(int chunk, int slot, const int32_t* tokens, bool report,
+                              DeferredWeightGrads* weights_later = nullptr);
 
   // The flat gradient buffer as contiguous pieces, [begin, end) float offsets, descending
   // through the buffer in the order the backward pass makes them final: the LM head's copy

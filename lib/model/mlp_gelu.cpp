@@ -1,5 +1,7 @@
 #include "model/mlp_gelu.h"
 
+#include "model/fused_linear.h"
+
 namespace trainctl::model {
 
 GeluMlp::GeluMlp(const ModelContext& ctx, ParamList& params, const std::string& prefix)
@@ -60,14 +62,12 @@ void GeluMlp::backward(int slot, const float* h, const float* dy, float* dh,
   auto& be = ctx_.be();
   auto& w = ctx_.w();
   // Row-parallel c_proj: its bias gradient is the full one on every rank.
-  be.linear_backward(d_act_, w.grad(proj_w_), w.grad(proj_b_), dy, a.gelu, w.data(proj_w_), N,
-                     H_local_, C);
+  linear_backward_split(ctx_, d_act_, proj_w_, proj_b_, dy, a.gelu, H_local_, C);
   be.gelu_backward(d_fc_, a.fc, d_act_, static_cast<size_t>(N) * H_local_);
   // Column-parallel c_fc: its weight gradient first, so that data parallelism can reduce
   // the MLP's matrices while this rank computes d(h) (the same product as linear_backward's,
   // through gemm). Each TP rank has part of that; the allreduce sums.
-  be.linear_backward(nullptr, w.grad(fc_w_), w.grad(fc_b_), d_fc_, h, w.data(fc_w_), N, C,
-                     H_local_);
+  linear_backward_split(ctx_, nullptr, fc_w_, fc_b_, d_fc_, h, C, H_local_);
   report.ready();
   be.gemm(false, false, N, C, H_local_, 1.0f, d_fc_, H_local_, w.data(fc_w_), C, 0.0f, dh, C);
   ctx_.tp_allreduce(dh, ctx_.NC());

@@ -54,9 +54,7 @@ void SwiGluMlp::backward(int slot, const float* h, const float* dy, float* dh,
                          const PieceReport& report) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
   const int N = ctx_.N(), C = ctx_.config.d_model;
-  auto& w = ctx_.w();
-  ctx_.be().linear_backward(d_act_, w.grad(down_), nullptr, dy, a.act, w.data(down_), N, H_local_,
-                            C);
+  linear_backward_split(ctx_, d_act_, down_, -1, dy, a.act, H_local_, C);
   ctx_.be().swiglu_backward(d_fc_, d_act_, a.fc, N, H_local_);
   // The weight gradients first (data parallelism reduces them behind the input gradient).
   fused_weight_grads(ctx_, d_fc_, 2 * H_local_, h, {gate_, up_}, C);

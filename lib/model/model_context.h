@@ -16,6 +16,8 @@
 
 namespace trainctl::model {
 
+class DeferredWeightGrads;  // model/deferred_weight_grads.h
+
 struct ModelContext {
   ModelConfig config;
   GptShardSpec shard;
@@ -29,6 +31,9 @@ struct ModelContext {
   // for a forward without backward): what each token's loss contributes to the gradients.
   // Losses computed inside blocks (the MoE auxiliary loss) scale their gradients by it.
   float grad_scale = 0.0f;
+  // Set during a zero-bubble schedule's B pass (Gpt::backward_chunk): the linear layers'
+  // weight-gradient products go there instead of running (model/fused_linear.h).
+  DeferredWeightGrads* defer = nullptr;
 
   int N() const { return B * T; }
   size_t NC() const { return static_cast<size_t>(N()) * config.d_model; }

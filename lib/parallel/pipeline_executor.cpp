@@ -101,6 +101,9 @@ struct PipelineExecutor::Step {
   std::map<int, std::unique_ptr<comm::PendingSend>> activation_sends;
   std::vector<int> backwards_done;  // per chunk
   bool final_started = false;
+  // B done, W not yet: each (chunk, micro-batch)'s kept weight-gradient work
+  // (ActivationSlots::key).
+  std::map<int, std::unique_ptr<model::DeferredWeightGrads>> weights_pending;
   const float* input_grad = nullptr;  // of the last backward
   size_t grad_sends = 0;
 
@@ -110,6 +113,7 @@ struct PipelineExecutor::Step {
   void send_activation(const Instruction& ins);
   void recv_grad(const Instruction& ins);
   void backward(const Instruction& ins);
+  void backward_weight(const Instruction& ins);
   void send_grad(const Instruction& ins);
 };
 
@@ -119,7 +123,7 @@ int activation_slots_needed(const std::vector<Instruction>& program) {
   for (const Instruction& i : program) {
     if (i.kind == OpKind::forward) {
       peak = std::max(peak, ++live[static_cast<size_t>(i.chunk)]);
-    } else if (i.kind == OpKind::backward) {
+    } else if (is_input_backward(i.kind)) {
       --live[static_cast<size_t>(i.chunk)];
     }
   }
@@ -148,6 +152,15 @@ PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
 
 PipelineExecutor::~PipelineExecutor() {
   for (float* p : grad_staging_) gpt_.backend().free(p);
+}
+
+int weight_grads_held(const std::vector<Instruction>& program) {
+  int held = 0, peak = 0;
+  for (const Instruction& i : program) {
+    if (i.kind == OpKind::backward_input) peak = std::max(peak, ++held);
+    if (i.kind == OpKind::backward_weight) --held;
+  }
+  return peak;
 }
 
 int grad_staging_buffers(const std::vector<Instruction>& program) {
@@ -183,7 +196,11 @@ void PipelineExecutor::Step::execute(const Instruction& ins) {
       recv_grad(ins);
       break;
     case OpKind::backward:
+    case OpKind::backward_input:
       backward(ins);
+      break;
+    case OpKind::backward_weight:
+      backward_weight(ins);
       break;
     case OpKind::send_grad:
       send_grad(ins);
@@ -228,9 +245,15 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
     final_started = true;
     if (before_final_backward) before_final_backward();
   }
-  input_grad = x.gpt_.backward_chunk(ins.chunk, s, data(ins.micro_batch).tokens, final);
-  // The slot is free once the activation it sent has left.
   const int k = slots.key(ins);
+  model::DeferredWeightGrads* later = nullptr;
+  if (ins.kind == OpKind::backward_input) {
+    auto& kept = weights_pending[k];
+    kept = x.take_weight_grads();
+    later = kept.get();
+  }
+  input_grad = x.gpt_.backward_chunk(ins.chunk, s, data(ins.micro_batch).tokens, final, later);
+  // The slot is free once the activation it sent has left (W works on its own copies).
   auto sent = activation_sends.find(k);
   if (sent != activation_sends.end()) {
     timed(&result.idle_s, [&] { sent->second->wait(); });
@@ -238,6 +261,25 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
   }
   slots.release(ins, s);
   output_of.erase(k);
+}
+
+void PipelineExecutor::Step::backward_weight(const Instruction& ins) {
+  auto it = weights_pending.find(slots.key(ins));
+  if (it == weights_pending.end()) {
+    throw std::logic_error("pipeline: " + describe(ins) + " has no backward_input before it");
+  }
+  it->second->run();
+  x.weight_grads_free_.push_back(std::move(it->second));
+  weights_pending.erase(it);
+}
+
+std::unique_ptr<model::DeferredWeightGrads> PipelineExecutor::take_weight_grads() {
+  if (weight_grads_free_.empty()) {
+    return std::make_unique<model::DeferredWeightGrads>(gpt_.backend());
+  }
+  auto kept = std::move(weight_grads_free_.back());
+  weight_grads_free_.pop_back();
+  return kept;
 }
 
 void PipelineExecutor::Step::send_grad(const Instruction& ins) {
@@ -262,6 +304,9 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
   for (auto& [k, s] : step.activation_sends) sends_.push_back(std::move(s));
   wait_all_sends(&step.result.idle_s);
   if (!step.slots.empty()) throw std::logic_error("pipeline: a micro-batch ran forward only");
+  if (!step.weights_pending.empty()) {
+    throw std::logic_error("pipeline: a backward_input without its backward_weight");
+  }
   step.result.loss_sum = step.loss.sum;
   step.result.loss_count = step.loss.count;
   return step.result;

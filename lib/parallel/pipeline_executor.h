@@ -7,22 +7,31 @@
 // Messages are matched by tag, not by order: (activation | gradient, micro-batch, the
 // receiving virtual stage). Sends are asynchronous (isend); everything sent in a step is
 // waited for before run() returns. Each (chunk, micro-batch) in flight holds one of the
-// model's activation slots from its forward to its backward.
+// model's activation slots from its forward to its backward (or backward_input).
+//
+// Zero-bubble lists: backward_input runs the chunk's backward with its weight gradients
+// and gradient-piece reports kept aside (model/deferred_weight_grads.h); backward_weight
+// runs what its backward_input kept. Data parallelism therefore sees a chunk's pieces
+// become ready during the chunk's last backward_weight.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "model/deferred_weight_grads.h"
 #include "model/gpt.h"
 #include "observe/trace_recorder.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace trainctl::parallel {
 
-// The most (chunk, micro-batch) pairs of one chunk held between forward and backward at
-// once: the activation slots the model needs for `program`.
+// The most (chunk, micro-batch) pairs of one chunk held between forward and backward (or
+// backward_input) at once: the activation slots the model needs for `program`.
 int activation_slots_needed(const std::vector<Instruction>& program);
+// The most backward_inputs of `program` whose backward_weight has not run yet, at once: the
+// kept weight-gradient work the executor holds (model::deferred_weight_floats each).
+int weight_grads_held(const std::vector<Instruction>& program);
 // The input gradients `program` sends in one step: the executor's staging buffers, each
 // one boundary activation (batch * seq_len * d_model floats).
 int grad_staging_buffers(const std::vector<Instruction>& program);
@@ -70,6 +79,8 @@ class PipelineExecutor {
   uint32_t tag(bool gradient, int micro_batch, int virtual_stage) const;
   int virtual_stage(int chunk) const { return chunk * stages_ + stage_; }
   void wait_all_sends(double* idle_s);
+  // A holder for one backward_input's kept work, reused across steps.
+  std::unique_ptr<model::DeferredWeightGrads> take_weight_grads();
 
   model::Gpt& gpt_;
   comm::Communicator& pp_;
@@ -79,6 +90,7 @@ class PipelineExecutor {
   // own copy, in backend memory allocated up front (grad_staging_buffers(program) of them).
   std::vector<float*> grad_staging_;
   std::vector<std::unique_ptr<comm::PendingSend>> sends_;
+  std::vector<std::unique_ptr<model::DeferredWeightGrads>> weight_grads_free_;
   observe::TraceRecorder* trace_ = nullptr;
 };
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "parallel/zero_bubble_schedule.h"
 #include "util/error.h"
 
 namespace trainctl::parallel {
@@ -26,11 +27,17 @@ class ScheduleBuilder {
     if (v < last_virtual_) list_.push_back({OpKind::send_activation, mb, next_, chunk});
   }
 
-  void backward(int mb, int chunk = 0) {
+  // A full backward, or B of the zero-bubble schedules (kind backward_input).
+  void backward(int mb, int chunk = 0, OpKind kind = OpKind::backward) {
     const int v = virtual_stage(chunk);
     if (v < last_virtual_) list_.push_back({OpKind::recv_grad, mb, next_, chunk});
-    list_.push_back({OpKind::backward, mb, -1, chunk});
+    list_.push_back({kind, mb, -1, chunk});
     if (v > 0) list_.push_back({OpKind::send_grad, mb, previous_, chunk});
+  }
+
+  // W of the zero-bubble schedules: no message.
+  void weight_grads(int mb, int chunk = 0) {
+    list_.push_back({OpKind::backward_weight, mb, -1, chunk});
   }
 
   std::vector<Instruction> finish() {
@@ -121,11 +128,26 @@ const char* to_string(OpKind kind) {
       return "recv_grad";
     case OpKind::optimizer_step:
       return "optimizer_step";
+    case OpKind::backward_input:
+      return "backward_input";
+    case OpKind::backward_weight:
+      return "backward_weight";
   }
   return "?";
 }
 
-bool is_compute(OpKind kind) { return kind == OpKind::forward || kind == OpKind::backward; }
+bool is_compute(OpKind kind) {
+  return kind == OpKind::forward || kind == OpKind::backward || kind == OpKind::backward_input ||
+         kind == OpKind::backward_weight;
+}
+
+bool is_input_backward(OpKind kind) {
+  return kind == OpKind::backward || kind == OpKind::backward_input;
+}
+
+bool ends_micro_batch(OpKind kind) {
+  return kind == OpKind::backward || kind == OpKind::backward_weight;
+}
 
 std::string describe(const Instruction& in) {
   std::string text = to_string(in.kind);
@@ -148,6 +170,8 @@ const char* to_string(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::interleaved:
       return "interleaved";
+    case ScheduleKind::zb1p:
+      return "zb1p";
   }
   return "?";
 }
@@ -156,8 +180,9 @@ ScheduleKind parse_schedule_kind(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::gpipe;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
+  if (name == "zb1p") return ScheduleKind::zb1p;
   throw InputError("unknown pipeline schedule '" + std::string(name) +
-                   "'; use gpipe, 1f1b or interleaved");
+                   "'; use gpipe, 1f1b, interleaved or zb1p");
 }
 
 int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_batches,
@@ -167,6 +192,7 @@ int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_
     case ScheduleKind::gpipe:
       return num_micro_batches;
     case ScheduleKind::one_f_one_b:
+    case ScheduleKind::zb1p:
       // Later stages need fewer forwards in flight before the first gradient comes back.
       return std::min(num_stages - stage - 1, num_micro_batches);
     case ScheduleKind::interleaved:
@@ -182,6 +208,9 @@ double theoretical_bubble(ScheduleKind kind, int num_stages, int num_micro_batch
                           int virtual_stages) {
   check_shape(kind, 0, num_stages, num_micro_batches, virtual_stages);
   const double fill = num_stages - 1;
+  // ZB-H1: F, B and W each a third of a micro-batch's work; B's quicker way back leaves
+  // (p-1) (F + B - W) of the fill and drain idle, one unit per stage boundary.
+  if (kind == ScheduleKind::zb1p) return fill / (3.0 * num_micro_batches + fill);
   return fill / (static_cast<double>(virtual_stages) * num_micro_batches + fill);
 }
 
@@ -220,6 +249,15 @@ std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_sta
         backward(i);
       }
       for (int k = total - warmup; k < total; ++k) backward(k);
+      break;
+    }
+    case ScheduleKind::zb1p: {
+      const auto order = zero_bubble_h1_order(num_stages, m);
+      for (const ComputeStep& op : order[static_cast<size_t>(stage)]) {
+        if (op.kind == OpKind::forward) b.forward(op.micro_batch);
+        if (op.kind == OpKind::backward_input) b.backward(op.micro_batch, 0, op.kind);
+        if (op.kind == OpKind::backward_weight) b.weight_grads(op.micro_batch);
+      }
       break;
     }
   }

@@ -16,6 +16,13 @@
 //     backward on virtual stage > 0 is immediately followed by its send_grad;
 //   - sends are asynchronous (isend): they never wait for the receiver;
 //   - the list ends with exactly one optimizer_step.
+//
+// The zero-bubble schedules (Qi et al. 2024, arXiv 2401.10241) split a backward in two: B
+// (backward_input: the gradient of the chunk's input, what the previous stage waits for)
+// and W (backward_weight: the weight gradients, which nobody waits for). recv_grad and
+// send_grad surround B as they surround a full backward; W of a (chunk, micro-batch) comes
+// after its B, and a chunk's Ws run in micro-batch order (the gradients then accumulate in
+// the same order as under 1F1B: bitwise the same sums).
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,13 +36,22 @@ enum class OpKind {
   recv_activation,
   send_grad,
   recv_grad,
-  optimizer_step
+  optimizer_step,
+  backward_input,   // B: input gradient only; the weight-gradient work is kept for W
+  backward_weight,  // W: the weight gradients B kept
 };
 
 const char* to_string(OpKind kind);
 
-// True for forward and backward (the ops that take compute time).
+// True for forward, backward, backward_input and backward_weight (the ops that take
+// compute time).
 bool is_compute(OpKind kind);
+// True for backward and backward_input: the ops that consume a received gradient and
+// produce the input gradient.
+bool is_input_backward(OpKind kind);
+// True for backward and backward_weight: the op after which a (chunk, micro-batch) holds
+// nothing more (its activations, or what W needs of them).
+bool ends_micro_batch(OpKind kind);
 
 struct Instruction {
   OpKind kind;
@@ -60,9 +76,12 @@ enum class ScheduleKind {
                 // cool-down backwards; same bubble as GPipe, peak activations <= stages
   interleaved,  // Megatron's interleaved 1F1B over V >= 2 chunks per stage: bubble cut by
                 // about V, at the price of V times more point-to-point messages
+  zb1p,         // ZB-H1 (zero bubble, handcrafted 1): 1F1B's warm-up and peak memory with
+                // backwards split into B and W; held-back Ws fill the cool-down bubbles
+                // (bubble about (p-1)/(3m) instead of 1F1B's (p-1)/m)
 };
 
-// "gpipe" | "1f1b" | "interleaved" (the spelling of parallel.schedule in the job spec).
+// "gpipe" | "1f1b" | "interleaved" | "zb1p" (the spelling of parallel.schedule in the job spec).
 const char* to_string(ScheduleKind kind);
 // Throws InputError naming the accepted values for anything else.
 ScheduleKind parse_schedule_kind(std::string_view name);
@@ -83,6 +102,8 @@ ScheduleKind parse_schedule_kind(std::string_view name);
 // w = min((p - s - 1) * 2 + (V - 1) * p, m * V) warm-up forwards, then m*V - w rounds of
 // (forward w+i, backward i), then the remaining w backwards. At most w + 1 (chunk,
 // micro-batch) activations are held at once (m * V when w == m * V), each 1/V of a stage's.
+// zb1p: 1F1B's warm-up, then F, backward_input, backward_weight as in
+// parallel/zero_bubble_schedule.h (stage s holds back s Ws for the cool-down).
 std::vector<Instruction> make_schedule(ScheduleKind kind, int stage, int num_stages,
                                        int num_micro_batches, int virtual_stages = 1);
 
@@ -98,7 +119,8 @@ int warmup_forwards(ScheduleKind kind, int stage, int num_stages, int num_micro_
 
 // The bubble fraction of the schedule in theory, with no communication time: (p-1)/(m+p-1)
 // for gpipe and 1f1b, (p-1)/(V*m+p-1) for interleaved (the fill and drain of one chunk
-// per stage take 1/V of a stage's time).
+// per stage take 1/V of a stage's time), (p-1)/(3m+p-1) for zb1p (ZB-H1 with F, B and W
+// of equal cost: a bubble of (p-1)(F+B-W) = (p-1) units against 3m units of work).
 double theoretical_bubble(ScheduleKind kind, int num_stages, int num_micro_batches,
                           int virtual_stages = 1);
 

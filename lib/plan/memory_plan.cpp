@@ -79,6 +79,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
       static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
+  // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
+  const int64_t tokens = int64_t{spec.training.micro_batch_size} * spec.model.seq_len;
+  b.activations +=
+      parallel::weight_grads_held(program) *
+      static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens)) * kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
   return b;
 }

@@ -84,7 +84,7 @@ double peak_in_flight_bytes(const std::vector<parallel::Instruction>& program,
         peak = held;
         most = pairs;
       }
-    } else if (op.kind == parallel::OpKind::backward) {
+    } else if (parallel::ends_micro_batch(op.kind)) {
       held -= chunk_bytes.at(static_cast<size_t>(op.chunk));
       --pairs;
     }

@@ -36,7 +36,8 @@ class Simulator {
         backward_cost_(backward_cost / chunks_),
         next_(lists.size(), 0),
         clock_(lists.size(), 0.0),
-        in_flight_(lists.size()) {
+        in_flight_(lists.size()),
+        split_done_(lists.size()) {
     result_.stages.resize(lists.size());
     result_.virtual_stages = chunks_;
   }
@@ -129,11 +130,29 @@ class Simulator {
     if (forward && !live.insert(key).second) {
       throw ScheduleError(where(s) + ": forward of a micro-batch already in flight");
     }
-    if (!forward && live.erase(key) == 0) {
+    if (!forward && live.count(key) == 0) {
       throw ScheduleError(where(s) + ": backward without a preceding forward of that mb and chunk");
     }
+    // B must come once, before W; a full backward needs no B.
+    const bool input_done = split_done_[s].count(key) != 0;
+    if ((in.kind == OpKind::backward_input || in.kind == OpKind::backward) && input_done) {
+      throw ScheduleError(where(s) + ": a second backward of that mb and chunk");
+    }
+    if (in.kind == OpKind::backward_weight && !input_done) {
+      throw ScheduleError(where(s) +
+                          ": backward_weight before the backward_input of that mb "
+                          "and chunk");
+    }
+    if (in.kind == OpKind::backward_input) split_done_[s].insert(key);
     timeline.peak_activations = std::max(timeline.peak_activations, static_cast<int>(live.size()));
-    const double cost = forward ? forward_cost_ : backward_cost_;
+    if (ends_micro_batch(in.kind)) {
+      live.erase(key);
+      split_done_[s].erase(key);
+    }
+    // B and W of the zero-bubble schedules each cost half a full backward.
+    const double cost = forward                       ? forward_cost_
+                        : in.kind == OpKind::backward ? backward_cost_
+                                                      : backward_cost_ / 2;
     timeline.spans.push_back({in.kind, in.micro_batch, clock_[s], clock_[s] + cost, in.chunk});
     timeline.busy_time += cost;
     clock_[s] += cost;
@@ -179,6 +198,8 @@ class Simulator {
   std::vector<double> clock_;  // per stage: when it is free again
   // Per stage: (chunk, micro-batch) forwarded, not yet backwarded.
   std::vector<std::set<std::pair<int, int>>> in_flight_;
+  // Per stage: (chunk, micro-batch) whose backward_input ran, backward_weight not yet.
+  std::vector<std::set<std::pair<int, int>>> split_done_;
   std::map<MessageId, double> messages_;  // sent, not yet received: when they were sent
   Simulation result_;
 };

@@ -13,6 +13,7 @@
 // With V chunks per stage (V = the largest Instruction::chunk + 1 of all lists), chunk c of
 // stage s is virtual stage c * num_stages + s, and one chunk's forward or backward costs the
 // given cost / V, so that a stage's work per micro-batch stays forward + backward cost.
+// The zero-bubble schedules' backward_input and backward_weight cost half a backward each.
 #include <stdexcept>
 #include <vector>
 
@@ -48,7 +49,9 @@ struct ComputeSpan {
 struct StageTimeline {
   std::vector<ComputeSpan> spans;  // in execution order
   double busy_time = 0;            // sum of the spans' durations
-  // Most (chunk, micro-batch) pairs forwarded but not yet backwarded: micro-batches for
+  // Most (chunk, micro-batch) pairs forwarded but not yet backwarded (for the zero-bubble
+  // schedules: whose backward_weight has not run, W needing what the forward kept):
+  // micro-batches for
   // V == 1; each pair holds one chunk's activations (1/V of the stage's layers) otherwise.
   int peak_activations = 0;
 };

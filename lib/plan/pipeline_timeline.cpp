@@ -14,6 +14,12 @@ int to_cell(double time, double time_unit) {
   return static_cast<int>(std::llround(time / time_unit));
 }
 
+// F forward, B backward (or its input half), W the zero-bubble schedules' weight gradients.
+std::string span_letter(OpKind kind) {
+  if (kind == OpKind::forward) return "F";
+  return kind == OpKind::backward_weight ? "W" : "B";
+}
+
 }  // namespace
 
 std::string chunk_suffix(int chunk, int virtual_stages) {
@@ -47,8 +53,7 @@ TimelineText draw_timeline(const Simulation& sim, double time_unit, int max_cell
       const int last = std::max(first + 1, to_cell(span.end, time_unit));
       for (int c = first; c < std::min(last, out.cells_drawn); ++c) {
         if (c == first) {
-          std::string label = (span.kind == OpKind::forward ? "F" : "B") +
-                              std::to_string(span.micro_batch) +
+          std::string label = span_letter(span.kind) + std::to_string(span.micro_batch) +
                               chunk_suffix(span.chunk, sim.virtual_stages);
           label.resize(width, ' ');
           cells[c] = label;

@@ -2,7 +2,8 @@
 // Draws a simulated pipeline schedule as text, one line per stage, for `trainctl plan`:
 //   stage 0 | F0 F1 F2 F3 .. .. .. B0 -- .. B1 -- ...
 // Each cell is one time unit: a forward of mb 3 is "F3", a backward "B3" followed by "--"
-// for each further unit it takes, idle time "..". Cells are as wide as the largest label.
+// for each further unit it takes, idle time "..". The zero-bubble schedules' backward_input
+// is drawn "B3", their backward_weight "W3". Cells are as wide as the largest label.
 // With several chunks per stage (interleaved) the label ends in the chunk: a letter, chunk 0
 // = 'a', 1 = 'b', ... ("F3a", "B3b"), or ".<chunk>" beyond 26 chunks ("F3.27").
 #include <string>

@@ -1,89 +1,171 @@
 #!/usr/bin/python3
-"""Pipeline parallelism on this machine: measured bubble vs theory, and speed vs one worker.
+"""Pipeline schedules on this machine: measured bubble vs theory, step time, memory.
 
-Runs, in one invocation, a GPT whose stages are balanced (pp=2: 8 blocks, small
-vocabulary, so the LM head adds little to the last stage) with micro-batches m in
-{2, 4, 8}:
+Runs, in one invocation, a GPT whose stages are balanced (8 blocks, small vocabulary, so
+the LM head adds little to the last stage), one worker thread per stage, with m
+micro-batches per step (default m in {4, 8}; pp = 2 on a 2-core machine, --pp 4 where
+there are 4 cores: stages sharing a core hide the bubble):
   - trainctl, one worker with 1 thread (the same global batch, accumulation m);
-  - trainctl, pp=2 with 1 thread per stage, for each schedule (gpipe, 1f1b).
-For the pipeline runs it reports the measured bubble (metrics.jsonl pipeline_bubble:
-the stages' time waiting for each other as a share of the step, median over steps after
-warm-up) next to the theoretical (p-1)/(m+p-1), and tokens/s with the speed-up over one
-worker. One JSON line per case, then a table; `trainctl plan` output for one layout.
+  - trainctl, pp stages, for each schedule: gpipe, 1f1b, interleaved (virtual_stages 2),
+    zb1p (zero-bubble H1: backward split into B and W, Ws fill the cool-down).
+For each pipeline run it reports:
+  - bubble_trace: the idle share measured from the timeline trace (--profile over the
+    steps after warm-up): per step, 1 - (the stages' forward/backward/B/W time) /
+    (pp x the span from the step's first pipeline instruction to its last compute op on
+    any stage), median over the profiled steps;
+  - bubble_metrics: metrics.jsonl's pipeline_bubble (time the stages spend in receives and
+    send waits, over pp x step time), median;
+  - bubble_theory: the schedule's (parallel/pipeline_schedule.h theoretical_bubble);
+  - compute_ms_per_stage: the stages' forward/backward/B/W time per step, from the trace;
+  - step_ms, tokens/s and the speed-up over one worker (medians after warm-up);
+  - the memory: each stage's peak micro-batches held (trainctl plan --json: the memory
+    plan's activations) and each rank's measured peak tensor memory (mem_peak_mb_ranks).
+One JSON line per case, then a table; `trainctl plan` output of zb1p for one layout.
 
-Usage: scripts/bench/bench_pipeline.py [--trainctl build/trainctl] [--steps 12]
+Usage: scripts/bench/bench_pipeline.py [--trainctl build/trainctl] [--steps 10] [--pp 2]
+                                       [--micro-batches 4 8] [--repeats 3]
 """
 import argparse
 import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = {"vocab_size": 64, "seq_len": 128, "n_layer": 8, "n_head": 4, "d_model": 128}
 MICRO_BATCH = 4
+WARMUP_STEPS = 3  # first-touch page faults, thread start
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb1p")
+COMPUTE = {"forward", "backward", "backward_input", "backward_weight"}
 
 
 def spec_text(run_dir, pp, schedule, m, steps):
     model = ", ".join(f"{k}: {v}" for k, v in MODEL.items())
+    chunks = ", virtual_stages: 2" if schedule == "interleaved" else ""
+    profile = f", profile_steps: [{WARMUP_STEPS + 1}, {steps}]" if pp > 1 else ""
     return f"""name: bench-pp
 run_dir: {run_dir}
 model: {{{model}}}
 data: {{type: synthetic}}
-parallel: {{dp: 1, tp: 1, pp: {pp}, schedule: {schedule}}}
+parallel: {{dp: 1, tp: 1, pp: {pp}, schedule: {schedule}{chunks}}}
 training: {{steps: {steps}, micro_batch_size: {MICRO_BATCH}, global_batch_size: {MICRO_BATCH * m}, threads: 1}}
 optimizer: {{lr: 1.0e-3, warmup_steps: 1}}
-logging: {{every_steps: 1}}
+logging: {{every_steps: 1{profile}}}
 """
 
 
-def run(binary, pp, schedule, m, steps):
+def trace_bubble(trace_path, pp):
+    """Median over the profiled steps of the idle share of the pipeline's compute span."""
+    events = json.load(open(trace_path))["traceEvents"]
+    steps = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") != "pipeline":
+            continue
+        step = steps.setdefault(e["args"]["step"], {"start": None, "end": None, "busy": 0.0})
+        start, end = e["ts"], e["ts"] + e["dur"]
+        step["start"] = start if step["start"] is None else min(step["start"], start)
+        if e["name"] in COMPUTE:
+            step["busy"] += e["dur"]
+            step["end"] = end if step["end"] is None else max(step["end"], end)
+    done = [s for s in steps.values() if s["end"] is not None]
+    shares = [1.0 - s["busy"] / (pp * (s["end"] - s["start"])) for s in done]
+    # The stages' compute time per step (ms, mean over stages): what the schedule costs
+    # besides its bubble (zb1p's B and W copy the operands W needs).
+    busy_ms = statistics.median(s["busy"] / pp / 1000.0 for s in done)
+    return statistics.median(shares), busy_ms
+
+
+def theory(pp, schedule, m):
+    if schedule == "interleaved":
+        return (pp - 1) / (2 * m + pp - 1)
+    if schedule == "zb1p":
+        return (pp - 1) / (3 * m + pp - 1)
+    return (pp - 1) / (m + pp - 1)
+
+
+def run(binary, pp, schedule, m, steps, want_plan_text):
     with tempfile.TemporaryDirectory() as d:
         spec = os.path.join(d, "job.yaml")
         with open(spec, "w") as f:
             f.write(spec_text(os.path.join(d, "run"), pp, schedule, m, steps))
         subprocess.run([binary, "train", spec], check=True, stdout=subprocess.DEVNULL)
         rows = [json.loads(l) for l in open(os.path.join(d, "run", "metrics.jsonl"))]
-        plan = None
-        if pp > 1 and schedule == "1f1b" and m == 8:
-            plan = subprocess.run([binary, "plan", spec], check=True, capture_output=True,
-                                  text=True).stdout
-    steady = rows[2:]  # skip warm-up steps (first-touch page faults, thread start)
-    out = {"pp": pp, "schedule": schedule, "micro_batches": m,
-           "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady),
-           "step_ms": statistics.median(r["step_ms"] for r in steady)}
-    if pp > 1:
-        out["bubble_measured"] = statistics.median(r["pipeline_bubble"] for r in steady)
-        out["bubble_theory"] = (pp - 1) / (m + pp - 1)
-        out["idle_ms_per_stage"] = [statistics.median(r["pipeline_idle_ms"][s] for r in steady)
-                                    for s in range(pp)]
-    return out, plan
+        steady = rows[WARMUP_STEPS:]
+        out = {"pp": pp, "schedule": schedule, "micro_batches": m,
+               "tokens_per_s": statistics.median(r["tokens_per_s"] for r in steady),
+               "step_ms": statistics.median(r["step_ms"] for r in steady),
+               "mem_peak_mb_ranks": rows[-1]["mem_peak_mb_ranks"]}
+        plan_text = None
+        if pp > 1:
+            out["bubble_trace"], out["compute_ms_per_stage"] = trace_bubble(
+                os.path.join(d, "run", "trace.json"), pp)
+            out["bubble_metrics"] = statistics.median(r["pipeline_bubble"] for r in steady)
+            out["bubble_theory"] = theory(pp, schedule, m)
+            plan = json.loads(subprocess.run([binary, "plan", spec, "--json"], check=True,
+                                             capture_output=True, text=True).stdout)
+            out["plan_bubble"] = plan["bubble"]
+            out["plan_peak_activations"] = plan["peak_activations"]
+            if want_plan_text:
+                plan_text = subprocess.run([binary, "plan", spec], check=True,
+                                           capture_output=True, text=True).stdout
+    return out, plan_text
+
+
+def median_case(runs):
+    """One case's runs (several repeats) folded into medians."""
+    out = dict(runs[0])
+    for key in ("tokens_per_s", "step_ms", "bubble_trace", "bubble_metrics", "speedup",
+                "compute_ms_per_stage"):
+        if key in out:
+            out[key] = statistics.median(r[key] for r in runs)
+    out["repeats"] = len(runs)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainctl", default=os.path.join(ROOT, "build", "trainctl"))
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--pp", type=int, default=2)
+    ap.add_argument("--micro-batches", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds over every case, interleaved; the table shows medians")
     args = ap.parse_args()
-    results, plan_text = [], None
-    for m in (2, 4, 8):
-        base, _ = run(args.trainctl, 1, "1f1b", m, args.steps)
-        print(json.dumps(base), flush=True)
-        for schedule in ("gpipe", "1f1b"):
-            r, plan = run(args.trainctl, 2, schedule, m, args.steps)
-            r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
-            print(json.dumps(r), flush=True)
-            results.append(r)
-            plan_text = plan or plan_text
-    print("\nschedule  m  bubble measured  theory  |diff|  tokens/s  speed-up vs 1 worker")
+    runs, plan_text = {}, None
+    for _ in range(args.repeats):
+        for m in args.micro_batches:
+            base, _ = run(args.trainctl, 1, "1f1b", m, args.steps, False)
+            print(json.dumps(base), flush=True)
+            for schedule in SCHEDULES:
+                if schedule == "interleaved" and m % args.pp != 0:
+                    continue
+                want_text = plan_text is None and schedule == "zb1p" and m == args.micro_batches[-1]
+                r, text = run(args.trainctl, args.pp, schedule, m, args.steps, want_text)
+                r["speedup"] = r["tokens_per_s"] / base["tokens_per_s"]
+                print(json.dumps(r), flush=True)
+                runs.setdefault((m, schedule), []).append(r)
+                plan_text = text or plan_text
+    results = [median_case(v) for v in runs.values()]
+    print(f"\nmedians of {args.repeats} round(s)")
+    print("schedule     m  bubble: trace  metrics  theory  step_ms  compute_ms  tokens/s"
+          "  vs 1 worker  peak mb held  peak MB/rank")
     for r in results:
-        print(f"{r['schedule']:8} {r['micro_batches']:2}  {100 * r['bubble_measured']:14.1f}% "
-              f"{100 * r['bubble_theory']:6.1f}% {100 * abs(r['bubble_measured'] - r['bubble_theory']):6.1f}% "
-              f"{r['tokens_per_s']:9.0f}  {r['speedup']:.2f}x")
+        print(f"{r['schedule']:11} {r['micro_batches']:2}  {100 * r['bubble_trace']:12.1f}% "
+              f"{100 * r['bubble_metrics']:7.1f}% {100 * r['bubble_theory']:6.1f}% "
+              f"{r['step_ms']:8.1f} {r['compute_ms_per_stage']:11.1f} {r['tokens_per_s']:9.0f}  "
+              f"{r['speedup']:10.2f}x  "
+              f"{str(r['plan_peak_activations']):>12}  "
+              f"{', '.join(f'{x:.1f}' for x in r['mem_peak_mb_ranks'])}")
+    for m in args.micro_batches:
+        by = {r["schedule"]: r for r in results if r["micro_batches"] == m}
+        if "zb1p" in by and "1f1b" in by:
+            ratio = by["zb1p"]["bubble_trace"] / by["1f1b"]["bubble_trace"]
+            print(f"m={m}: zb1p's measured bubble is {ratio:.2f} of 1f1b's "
+                  f"(target <= 0.5; theory {by['zb1p']['bubble_theory'] / by['1f1b']['bubble_theory']:.2f})")
     if plan_text:
-        print("\n$ trainctl plan (pp 2, 1f1b, 8 micro-batches)\n" + plan_text)
+        print(f"\n$ trainctl plan (pp {args.pp}, zb1p, {args.micro_batches[-1]} micro-batches)\n"
+              + plan_text)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ TEST_CASE("every dp x tp x pp layout reproduces the single-worker run", "[train]
                              {"d1t2p1", "{dp: 1, tp: 2, pp: 1}"},
                              {"d2t2p1", "{dp: 2, tp: 2, pp: 1}"},
                              {"d2t2p1-zero2", "{dp: 2, tp: 2, pp: 1, zero: 2}"}};
-  for (const std::string schedule : {"gpipe", "1f1b"}) {
+  for (const std::string schedule : {"gpipe", "1f1b", "zb1p"}) {
     cases.push_back({"d1t1p2-" + schedule, "{dp: 1, tp: 1, pp: 2, schedule: " + schedule + "}"});
     cases.push_back({"d2t1p2-" + schedule, "{dp: 2, tp: 1, pp: 2, schedule: " + schedule + "}"});
     cases.push_back({"d1t2p2-" + schedule, "{dp: 1, tp: 2, pp: 2, schedule: " + schedule + "}"});
@@ -104,6 +104,8 @@ TEST_CASE("every dp x tp x pp layout reproduces the single-worker run", "[train]
   }
   cases.push_back({"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, zero: 1}"});
   cases.push_back({"d2t2p2-1f1b-zero2", "{dp: 2, tp: 2, pp: 2, zero: 2}"});
+  cases.push_back({"d2t1p2-zb1p-zero1", "{dp: 2, tp: 1, pp: 2, schedule: zb1p, zero: 1}"});
+  cases.push_back({"d2t2p2-zb1p-zero2", "{dp: 2, tp: 2, pp: 2, schedule: zb1p, zero: 2}"});
   // ZeRO-3: parameters sharded over dp, gathered block by block.
   cases.push_back({"d2t1p1-zero3", "{dp: 2, tp: 1, pp: 1, zero: 3}"});
   cases.push_back({"d4t1p1-zero3", "{dp: 4, tp: 1, pp: 1, zero: 3}"});
@@ -192,6 +194,7 @@ TEST_CASE(
       {"d2t2p1-zero2", "{dp: 2, tp: 2, pp: 1, zero: 2}", "fp32"},
       {"d1t2p2-gpipe-bf16", "{dp: 1, tp: 2, pp: 2, schedule: gpipe}", "bf16"},
       {"d2t1p2-1f1b-zero1", "{dp: 2, tp: 1, pp: 2, schedule: 1f1b, zero: 1}", "fp32"},
+      {"d2t2p2-zb1p-zero2", "{dp: 2, tp: 2, pp: 2, schedule: zb1p, zero: 2}", "fp32"},
       {"d2t2p2-interleaved", "{dp: 2, tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}",
        "fp32"},
       {"d2t1p2-interleaved-zero3",
@@ -237,6 +240,9 @@ TEST_CASE(
       {"d1t2p2-1f1b", "{dp: 1, tp: 2, pp: 2}", ""},
       {"d2t2p2-interleaved", "{dp: 2, tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}", ""},
       {"d1t2p2-selective", "{dp: 1, tp: 2, pp: 2}", ", activation_checkpointing: selective"},
+      {"d2t2p2-zb1p-zero1", "{dp: 2, tp: 2, pp: 2, schedule: zb1p, zero: 1}", ""},
+      {"d2t1p2-zb1p-zero2-full", "{dp: 2, tp: 1, pp: 2, schedule: zb1p, zero: 2}",
+       ", activation_checkpointing: full"},
       {"d2t1p2-full", "{dp: 2, tp: 1, pp: 2}", ", activation_checkpointing: full"}};
   std::vector<Run> runs;
   for (const Case& c : cases) {
@@ -295,5 +301,35 @@ TEST_CASE("llama with a tied head, bf16 and fp16: layouts reproduce the single w
     } else {
       check_within_rounding(precision, run.losses, one.losses, fp32);
     }
+  }
+}
+
+TEST_CASE("zb1p: the same run as 1f1b, to the bit, on every pipeline layout",
+          "[train][layout][zero_bubble]") {
+  // B then W adds each weight's gradients in 1F1B's order with the same kernels
+  // (model/deferred_weight_grads.h): the losses, gradient norms and validation loss are
+  // 1F1B's exactly, with and without recomputation and ZeRO; gpt and llama. Global batch 8
+  // at micro-batch 2: 4 micro-batches (dp 1) or 2 (dp 2) per step.
+  TempDir dir("layouts_zero_bubble");
+  struct Case {
+    std::string name, parallel, training, model;
+  };
+  const std::vector<Case> cases = {{"d1t1p2", "{dp: 1, tp: 1, pp: 2", "", kGptModel},
+                                   {"d2t2p2-zero2", "{dp: 2, tp: 2, pp: 2, zero: 2", "", kGptModel},
+                                   {"d1t2p2-selective", "{dp: 1, tp: 2, pp: 2",
+                                    ", activation_checkpointing: selective", kGptModel},
+                                   {"llama-d2t1p2-zero1-full", "{dp: 2, tp: 1, pp: 2, zero: 1",
+                                    ", activation_checkpointing: full", kLlamaModel},
+                                   {"llama-d1t2p2", "{dp: 1, tp: 2, pp: 2", "", kLlamaModel}};
+  for (const Case& c : cases) {
+    const Run one = train_layout(dir.path(), c.name + "-1f1b", c.parallel + ", schedule: 1f1b}",
+                                 "fp32", c.training, c.model);
+    const Run zb = train_layout(dir.path(), c.name + "-zb1p", c.parallel + ", schedule: zb1p}",
+                                "fp32", c.training, c.model);
+    INFO(c.name);
+    CHECK(zb.losses == one.losses);
+    CHECK(zb.grad_norms == one.grad_norms);
+    CHECK(zb.val_loss == one.val_loss);
+    CHECK(zb.rows.back().contains("pipeline_idle_ms"));
   }
 }

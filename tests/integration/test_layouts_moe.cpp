@@ -88,7 +88,11 @@ TEST_CASE("MoE: every dp x tp x pp layout reproduces the single-worker run",
     std::vector<std::pair<std::string, std::string>> layouts = {
         {"d2t1p1", "{dp: 2}"}, {"d1t2p1", "{tp: 2}"}, {"d1t1p2", "{pp: 2, schedule: 1f1b}"}};
     if (m.balance != "none") layouts.push_back({"d2t2p2", "{dp: 2, tp: 2, pp: 2}"});
-    if (m.balance == "aux_loss") layouts.push_back({"d2t1p1-zero3", "{dp: 2, zero: 3}"});
+    if (m.balance == "aux_loss") {
+      layouts.push_back({"d2t1p1-zero3", "{dp: 2, zero: 3}"});
+      // zb1p: the experts' weight gradients stay in B (model/deferred_weight_grads.h).
+      layouts.push_back({"d2t1p2-zb1p-zero1", "{dp: 2, pp: 2, schedule: zb1p, zero: 1}"});
+    }
     const Run ref = train_layout(dir.path(), tag + "-d1t1p1", model, "{dp: 1}");
     refs[tag] = ref;
     for (const auto& [layout, parallel] : layouts) {

@@ -54,6 +54,10 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
        batch + ", activation_checkpointing: selective"},
       {"tp2-pp2-interleaved", kModel, "{tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}",
        batch},
+      // What each B keeps for its W (model/deferred_weight_grads.h) counts.
+      {"pp2-zb1p-full", kModel, "{pp: 2, schedule: zb1p}",
+       batch + ", activation_checkpointing: full"},
+      {"llama-dp2-pp2-zb1p-zero2", kLlama, "{dp: 2, pp: 2, schedule: zb1p, zero: 2}", batch},
       {"long-seq", "{vocab_size: 128, seq_len: 512, n_layer: 2, n_head: 4, d_model: 64}", "{dp: 1}",
        "micro_batch_size: 2, global_batch_size: 2"},
       {"llama", kLlama, "{dp: 1}", batch},

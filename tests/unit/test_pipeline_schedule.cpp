@@ -93,7 +93,8 @@ TEST_CASE("schedule names parse and print as in the job spec", "[pipeline]") {
   CHECK(parse_schedule_kind("interleaved") == ScheduleKind::interleaved);
   CHECK(std::string(to_string(ScheduleKind::interleaved)) == "interleaved");
   CHECK_THROWS_AS(parse_schedule_kind("zigzag"), trainctl::InputError);
-  CHECK_THROWS_WITH(parse_schedule_kind("1F1B"), Catch::Contains("gpipe, 1f1b or interleaved"));
+  CHECK_THROWS_WITH(parse_schedule_kind("1F1B"),
+                    Catch::Contains("gpipe, 1f1b, interleaved or zb1p"));
 }
 
 TEST_CASE("make_schedule rejects impossible shapes", "[pipeline]") {
