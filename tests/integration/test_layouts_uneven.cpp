@@ -1,13 +1,15 @@
 // Uneven pipeline stages (parallel.layers_per_stage, stage_balance: auto) in the
 // layout-equivalence matrix (DESIGN.md, "How correctness is proven"): a 5-block model,
 // which no pp of 2 splits equally, trained with every split of its blocks over the
-// pipeline's stages gives the same losses as one worker, for GPT and Llama, with
-// recomputation and ZeRO-1/2; and a checkpoint written under one split resumes under
-// another.
+// pipeline's stages gives the same losses and exported model as one worker, for GPT and
+// Llama, with recomputation and ZeRO-1/2/3; and a checkpoint written under one split
+// resumes under another.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
 #include "integration/helpers.h"
 
 using namespace trainctl::test;
@@ -66,6 +68,24 @@ void check_same(const std::string& name, const std::map<int, double>& got,
   }
 }
 
+// The exported model (reassembled from every stage's shard) is the single worker's.
+void check_same_export(const fs::path& got_file, const fs::path& want_file) {
+  const auto want = trainctl::checkpoint::read_safetensors(want_file);
+  const auto got = trainctl::checkpoint::read_safetensors(got_file);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO(got_file << ": " << want[i].name);
+    REQUIRE(got[i].name == want[i].name);
+    REQUIRE(got[i].tensor.shape() == want[i].tensor.shape());
+    const float* a = want[i].tensor.data<float>();
+    const float* b = got[i].tensor.data<float>();
+    double worst = 0;
+    for (int64_t j = 0; j < want[i].tensor.numel(); ++j)
+      worst = std::max(worst, static_cast<double>(std::fabs(a[j] - b[j])));
+    CHECK(worst < 1e-4);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("uneven pipeline stages reproduce the single-worker run", "[train][layout][uneven]") {
@@ -85,6 +105,8 @@ TEST_CASE("uneven pipeline stages reproduce the single-worker run", "[train][lay
       {"d2t2p2-3-2-zero2-selective", "{dp: 2, tp: 2, pp: 2, zero: 2, layers_per_stage: [3, 2]}",
        ", activation_checkpointing: selective", "blocks 0-2, embedding"},
       {"p3-1-3-1", "{pp: 3, layers_per_stage: [1, 3, 1]}", "", "blocks 0-0, embedding"},
+      {"d2p2-1-4-zero3", "{dp: 2, pp: 2, zero: 3, layers_per_stage: [1, 4]}", "",
+       "blocks 0-0, embedding"},
       {"p2-interleaved-2-1-1-1",
        "{pp: 2, schedule: interleaved, virtual_stages: 2, layers_per_stage: [2, 1, 1, 1]}", "",
        "blocks 0-1, blocks 3-3, embedding"}};
@@ -101,6 +123,8 @@ TEST_CASE("uneven pipeline stages reproduce the single-worker run", "[train][lay
       CHECK_THAT(read_text(dir.path() / "runs" / name / "logs" / "rank0.log"),
                  Catch::Contains("shard: " + c.rank0));
       check_same(name, got, want);
+      check_same_export(dir.path() / "runs" / name / "model.safetensors",
+                        dir.path() / "runs" / one / "model.safetensors");
     }
   }
 }
