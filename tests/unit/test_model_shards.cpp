@@ -94,13 +94,14 @@ TEST_CASE("pipeline partition balances blocks and the LM head", "[model]") {
 TEST_CASE("pipeline partition: equal stages and given layer counts (uneven stages)", "[model]") {
   model::ModelConfig six = kCfg;
   six.n_layer = 6;
-  six.vocab_size = 16 * 12 * 16 * 2;  // the head alone costs two blocks
+  six.vocab_size = 16 * 12 * 16 * 2;  // the head costs more than all six blocks
   // stage_balance: equal ignores the head; auto gives its stage fewer blocks.
-  const auto equal = model::partition_layers(six, T, 2, {.equal = true});
+  const auto equal = model::partition_layers(six, T, 2, {.equal = true, .layers = {}});
   CHECK(equal == std::vector<model::LayerRange>{{0, 3}, {3, 6}});
   const auto balanced = model::partition_layers(six, T, 2);
   CHECK(balanced[1].size() < 3);
-  CHECK_THROWS_AS(model::partition_layers(six, T, 4, {.equal = true}), std::invalid_argument);
+  CHECK_THROWS_AS(model::partition_layers(six, T, 4, {.equal = true, .layers = {}}),
+                  std::invalid_argument);
   // layers_per_stage: exactly the counts given, in order.
   const auto given = model::partition_layers(six, T, 3, {.layers = {1, 4, 1}});
   CHECK(given == std::vector<model::LayerRange>{{0, 1}, {1, 5}, {5, 6}});
