@@ -8,6 +8,7 @@
 #include "launch_support.h"
 #include "memory_check.h"
 #include "plan/mixed_memory_plan.h"
+#include "stage_layers_text.h"
 #include "train/data_check.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -35,6 +36,7 @@ int cmd_validate(const std::filesystem::path& job, const std::vector<std::string
            "\n";
   }
   if (spec.device == Device::cpu) out += cpu_kernels_text() + "\n";
+  if (layout.pp > 1) out += "\n" + stage_layers_text(spec);
   out += "\n" + memory_text(spec, workers);
   check_memory_fits(spec, workers);
   out += "\nok: " + job.string() + " is valid\n";

@@ -103,6 +103,13 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
     y << "  mode: " << p.mode << "\n  parameter_server:\n    servers: " << p.ps_servers
       << "\n    max_staleness: " << p.ps_max_staleness << "\n";
   }
+  if (p.stage_balance != "auto") y << "  stage_balance: " << p.stage_balance << "\n";
+  if (!p.layers_per_stage.empty()) {
+    y << "  layers_per_stage: [";
+    for (size_t i = 0; i < p.layers_per_stage.size(); ++i)
+      y << (i > 0 ? ", " : "") << p.layers_per_stage[i];
+    y << "]\n";
+  }
 }
 
 void write_training(std::ostream& y, const TrainingSpec& t) {

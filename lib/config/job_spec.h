@@ -115,6 +115,12 @@ struct ParallelSpec : Layout {
   std::string mode = "data_parallel";
   int ps_servers = 1;
   int ps_max_staleness = 0;
+  // How pipeline stages divide the blocks (model/shard.h): auto balances the stages' cost
+  // (blocks, the embedding on the first, the LM head and loss on the last); equal gives each
+  // of the pp × virtual_stages stages n_layer / (pp × virtual_stages). layers_per_stage (one
+  // count per stage, per virtual stage with interleaving) overrides both.
+  std::string stage_balance = "auto";
+  std::vector<int> layers_per_stage;
 
   bool operator==(const ParallelSpec&) const = default;
 };

@@ -220,6 +220,9 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   read_dp_sync(r, parallel);
   read_grad_compression(r, parallel);
   read_parallel_mode(r, parallel);
+  r.read_choice("stage_balance", parallel.stage_balance, {"auto", "equal"},
+                {{"balanced", "auto"}, {"cost", "auto"}, {"even", "equal"}, {"uniform", "equal"}});
+  r.read_list("layers_per_stage", parallel.layers_per_stage, {0, 1 << 20});
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {

@@ -67,6 +67,8 @@ class MapReader {
   void read_choice(const std::string& key, int& out, const std::vector<int>& choices) const;
   // A two-element list of reals, e.g. `betas: [0.9, 0.95]`.
   void read_pair(const std::string& key, double& first, double& second, RealRange range) const;
+  // A non-empty list of integers, e.g. `layers_per_stage: [7, 8, 8, 7]`.
+  void read_list(const std::string& key, std::vector<int>& out, IntRange range) const;
 
  private:
   struct Entry {

@@ -8,6 +8,7 @@
 
 #include "parallel/pipeline_schedule.h"
 #include "plan/collective_cost.h"
+#include "plan/model_of_spec.h"
 #include "util/error.h"
 
 namespace trainctl::plan {
@@ -50,6 +51,17 @@ CostInputs cost_inputs(const config::JobSpec& spec) {
   in.schedule = spec.parallel.schedule;
   in.virtual_stages = spec.parallel.virtual_stages;
   in.recompute = spec.training.activation_checkpointing;
+  // The blocks of each stage as the job runs them (stage_balance / layers_per_stage).
+  const int parts = spec.parallel.pp * (in.schedule == "interleaved" ? in.virtual_stages : 1);
+  try {
+    for (const model::LayerRange& r :
+         model::partition_layers(model_config_of(spec.model), spec.model.seq_len, parts,
+                                 stage_split_of(spec.parallel))) {
+      in.stage_layers.push_back(r.size());
+    }
+  } catch (const std::invalid_argument&) {
+    in.stage_layers.clear();  // predict_step reports the layout the model cannot take
+  }
   return in;
 }
 
@@ -68,6 +80,17 @@ int check_layout(const CostInputs& in, const ClusterSpec& cluster, int v) {
     throw InputError("cost model: model.n_layer " + std::to_string(in.n_layer) +
                      " is fewer than pp * virtual_stages (" + std::to_string(in.pp * v) +
                      "): every chunk needs a layer");
+  }
+  if (!in.stage_layers.empty()) {
+    long long sum = 0;
+    for (int n : in.stage_layers) sum += n;
+    const bool ones =
+        std::all_of(in.stage_layers.begin(), in.stage_layers.end(), [](int n) { return n >= 1; });
+    if (static_cast<int>(in.stage_layers.size()) != in.pp * v || sum != in.n_layer || !ones) {
+      throw InputError("cost model: stage_layers must give each of the " +
+                       std::to_string(in.pp * v) + " (virtual) stages at least one layer, " +
+                       std::to_string(in.n_layer) + " in all");
+    }
   }
   if (in.n_head % in.tp != 0) {
     throw InputError("cost model: model.n_head " + std::to_string(in.n_head) +
@@ -146,6 +169,27 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
   return c;
 }
 
+// The blocks of each pipeline stage (its chunks together); Megatron's split when the
+// inputs give none.
+std::vector<int> layers_of_stages(const CostInputs& in, int v) {
+  std::vector<int> out(static_cast<size_t>(in.pp), 0);
+  if (in.stage_layers.empty()) {
+    const int full = (in.n_layer + in.pp - 1) / in.pp;
+    const bool fits = in.n_layer - full * (in.pp - 1) >= 1;
+    for (int s = 0; s < in.pp; ++s) {
+      // Where ceil(l / pp) on all but the last would leave it nothing (9 on 8), near-equal.
+      out[static_cast<size_t>(s)] =
+          fits ? full : in.n_layer / in.pp + (s < in.n_layer % in.pp ? 1 : 0);
+    }
+    if (fits) out.back() = in.n_layer - full * (in.pp - 1);
+    return out;
+  }
+  for (int i = 0; i < in.pp * v; ++i) {
+    out[static_cast<size_t>(i % in.pp)] += in.stage_layers[static_cast<size_t>(i)];
+  }
+  return out;
+}
+
 // The schedule's bubble and the sends between stages, for `per_micro` seconds of the
 // critical stage per micro-batch; `v` chunks per stage.
 void add_pipeline(CostBreakdown& c, const CostInputs& in, const ClusterSpec& cluster,
@@ -196,16 +240,24 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   const LinkTier& tp_link = tier_for(1, in.tp, cluster);
   const LayerCost layer = layer_cost(in, z, tp_link);
 
-  // The critical stage paces the pipeline. Layers fill stages of ceil(l / pp); the last
-  // stage holds the rest and the logits (2bshV/t forward, 3x with backward): with l a
-  // multiple of pp it is the critical one, else (Llama 3 405B: 126 layers on 16 stages) it
-  // may be a full stage without the head.
+  // The critical stage paces the pipeline: the slowest of the stages' blocks, the last
+  // one's with the logits (2bshV/t forward, 3x with backward). With Megatron's split of l
+  // a multiple of pp that is the last; otherwise (Llama 3 405B: 126 layers on 16 stages,
+  // or uneven stage_layers) whichever the sums make it.
   const double logit_flops = 2 * b * s * h * V / t;
-  const double full = std::ceil(z.l / in.pp), rest = z.l - full * (in.pp - 1);
   const double per_layer = 3 * layer.fwd + layer.rec + layer.tp;
-  const bool head_critical = rest * per_layer + 3 * logit_flops / z.flop_rate >= full * per_layer;
-  const double layers_per_stage = head_critical ? rest : full;
-  const double logit_time = head_critical ? 3 * logit_flops / z.flop_rate : 0;
+  c.stage_layers = layers_of_stages(in, v);
+  size_t critical = 0;
+  for (size_t st = 0; st < c.stage_layers.size(); ++st) {
+    const bool last = st + 1 == c.stage_layers.size();
+    c.stage_seconds.push_back(c.stage_layers[st] * per_layer +
+                              (last ? 3 * logit_flops / z.flop_rate : 0));
+    // Ties go to the later stage (the head's, as Megatron's count has it).
+    if (c.stage_seconds[st] >= c.stage_seconds[critical]) critical = st;
+  }
+  const double layers_per_stage = c.stage_layers[critical];
+  const double logit_time =
+      critical + 1 == c.stage_layers.size() ? 3 * logit_flops / z.flop_rate : 0;
   const double stage_compute = layers_per_stage * 3 * layer.fwd + logit_time;
   const double stage_rec = layers_per_stage * layer.rec;
   const double stage_tp = layers_per_stage * layer.tp;
@@ -251,6 +303,16 @@ std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const 
   line("pipeline bubble ", c.bubble);
   out += "  (dp gradient reduction " + fmt("%.4g s", c.dp_comm_total) +
          ", the rest hidden behind the last backward)\n";
+  if (c.stage_layers.size() > 1) {
+    out += "stages (one micro-batch's forward + backward; the slowest paces the pipeline):\n";
+    const double slowest = *std::max_element(c.stage_seconds.begin(), c.stage_seconds.end());
+    for (size_t st = 0; st < c.stage_layers.size(); ++st) {
+      out += "  stage " + std::to_string(st) + ": " + std::to_string(c.stage_layers[st]) +
+             (st + 1 == c.stage_layers.size() ? " layers + LM head" : " layers") +
+             fmt(", %.4g ms", 1e3 * c.stage_seconds[st]) +
+             (c.stage_seconds[st] == slowest ? " (slowest)\n" : "\n");
+    }
+  }
   return out;
 }
 
@@ -270,7 +332,9 @@ std::string cost_json(const CostBreakdown& c) {
                       {"nodes", c.nodes},
                       {"tp_link", c.tp_link},
                       {"pp_link", c.pp_link},
-                      {"dp_link", c.dp_link}};
+                      {"dp_link", c.dp_link},
+                      {"stage_layers", c.stage_layers},
+                      {"stage_seconds", c.stage_seconds}};
   return j.dump();
 }
 

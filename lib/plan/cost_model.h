@@ -8,6 +8,7 @@
 // Placement: ranks are numbered tp fastest, then dp, then pp (Megatron's order) and filled
 // node by node; a group stays on the intra-node tier when the ranks it spans fit one node.
 #include <string>
+#include <vector>
 
 #include "config/job_spec.h"
 #include "plan/cluster_spec.h"
@@ -22,8 +23,12 @@ struct CostInputs {
   int tp = 1, pp = 1, dp = 1;
   int micro_batch_size = 1;
   int global_batch_size = 1;
-  std::string schedule = "1f1b";   // gpipe | 1f1b | interleaved
-  int virtual_stages = 1;          // chunks per stage (interleaved)
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  int virtual_stages = 1;         // chunks per stage (interleaved)
+  // Blocks of each virtual stage (pp × chunks entries; virtual stage c*pp + s is chunk c of
+  // pipeline stage s), as the job's partition gives them. Empty: Megatron's split, n_layer /
+  // pp blocks per stage, or ⌈n_layer / pp⌉ on all but the last, which holds the rest.
+  std::vector<int> stage_layers;
   std::string recompute = "none";  // none | selective | full
   // Attention that never writes its s x s scores (trainctl's kernels, FlashAttention): no
   // 5as/(ht) term in the elementwise traffic, and selective recomputation redoes the
@@ -53,11 +58,17 @@ struct CostBreakdown {
   double tflops_per_gpu = 0;              // hardware_flops / step / GPUs (the paper's "achieved")
   double mfu = 0;                         // model_flops / step / GPUs / peak
   std::string tp_link, pp_link, dp_link;  // tier names ("-" for a group of one)
+  // Per pipeline stage: its blocks and the seconds of one micro-batch's forward + backward
+  // on it (recomputation and TP communication included, the LM head on the last); the
+  // slowest paces the pipeline.
+  std::vector<int> stage_layers;
+  std::vector<double> stage_seconds;
   int nodes = 0;
 };
 
-// Throws InputError for a layout the model cannot be split by (layers not divisible by
-// pp * virtual_stages, heads by tp) or that needs more nodes than the cluster has.
+// Throws InputError for a layout the model cannot be split by (fewer layers than pp *
+// virtual_stages, stage_layers that do not cover them, heads not divisible by tp) or that
+// needs more nodes than the cluster has.
 CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster);
 
 // The paper's count: 96·B·s·l·h²·(1 + s/6h + V/16lh) (full recomputation).

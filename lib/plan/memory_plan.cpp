@@ -35,7 +35,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   }
   model::GptOptions options;
   options.shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage,
-                                          par.virtual_stages, par.tp, 0);
+                                          par.virtual_stages, par.tp, 0, stage_split_of(par));
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   model::GptMemoryFloats g;

@@ -106,7 +106,7 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
   try {
     model::check_tp_divisible(config, par.tp);
     shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage, par.virtual_stages,
-                                    par.tp, 0);
+                                    par.tp, 0, stage_split_of(par));
     params = rank_parameters(config, shard);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());

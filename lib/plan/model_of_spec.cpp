@@ -33,4 +33,8 @@ model::ModelConfig model_config_of(const config::ModelSpec& m) {
   return c;
 }
 
+model::StageSplit stage_split_of(const config::ParallelSpec& p) {
+  return {.equal = p.stage_balance == "equal", .layers = p.layers_per_stage};
+}
+
 }  // namespace trainctl::plan

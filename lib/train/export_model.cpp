@@ -19,9 +19,9 @@ constexpr uint32_t kExportTag = 0x7fff0002u;
 std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const RunOptions& options,
                                        const comm::Layout& layout, int tp_rank, int pp_rank,
                                        ops::Backend& backend, int64_t* total) {
-  const model::GptShardSpec shard =
-      model::GptShardSpec::of(cfg, options.model.seq_len, layout.pp, pp_rank,
-                              options.parallel.virtual_stages, layout.tp, tp_rank);
+  const model::GptShardSpec shard = model::GptShardSpec::of(
+      cfg, options.model.seq_len, layout.pp, pp_rank, options.parallel.virtual_stages, layout.tp,
+      tp_rank, options.parallel.stages);
   model::ParameterSet set(backend);
   for (const model::ParamSpec& p : model::gpt_param_specs(cfg, shard)) set.declare(p);
   *total = set.total();

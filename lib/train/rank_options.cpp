@@ -20,9 +20,9 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
                                 const std::vector<parallel::Instruction>& program) {
   const ParallelOptions& p = options.parallel;
   model::GptOptions o;
-  o.shard =
-      model::GptShardSpec::of(options.model.config, options.model.seq_len, p.layout.pp,
-                              groups.coord.pp, p.virtual_stages, p.layout.tp, groups.coord.tp);
+  o.shard = model::GptShardSpec::of(options.model.config, options.model.seq_len, p.layout.pp,
+                                    groups.coord.pp, p.virtual_stages, p.layout.tp, groups.coord.tp,
+                                    p.stages);
   o.tp = groups.tp.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   o.recompute = options.model.recompute;

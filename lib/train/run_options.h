@@ -41,6 +41,8 @@ struct ParallelOptions {
   Layout layout;
   parallel::ScheduleKind schedule = parallel::ScheduleKind::one_f_one_b;  // with pp > 1
   int virtual_stages = 1;
+  // parallel.stage_balance / layers_per_stage: the blocks of each pipeline stage.
+  model::StageSplit stages;
   int zero = 0;        // ZeRO stage as asked; it applies with a DP group of more than one rank
   int grad_accum = 1;  // micro-batches per step and DP rank
   // The DP gradient reduction: bucket size, wire dtype, PowerSGD (its seed included); the

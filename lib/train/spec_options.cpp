@@ -21,6 +21,7 @@ ParallelOptions parallel_options(const config::JobSpec& spec) {
   p.layout = s;
   p.schedule = parallel::parse_schedule_kind(s.schedule);
   p.virtual_stages = s.virtual_stages;
+  p.stages = {.equal = s.stage_balance == "equal", .layers = s.layers_per_stage};
   p.zero = s.zero;
   p.grad_accum = spec.grad_accum();
   p.grad_sync.buckets.bucket_bytes = static_cast<size_t>(s.bucket_mb * (1 << 20));
