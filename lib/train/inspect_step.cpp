@@ -1,6 +1,7 @@
 #include "train/inspect_step.h"
 
 #include "checkpoint/commit.h"
+#include "checkpoint/hf_import.h"
 #include "checkpoint/reader.h"
 
 #include <unistd.h>
@@ -74,6 +75,12 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
     model::ParameterSet& params = gpt.params();
     for (const model::Param& p : params.list()) {
       reader.read_slice(p.name, p.shard, params.data() + p.offset);
+    }
+  } else if (!options.model.init_from.empty()) {
+    const checkpoint::HfModelFolder folder(options.model.init_from, cfg);
+    folder.check();
+    for (const model::Param& p : gpt.params().list()) {
+      folder.read_slice(p.name, p.shard, gpt.params().data() + p.offset);
     }
   }
   checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));
