@@ -16,15 +16,18 @@ namespace fs = std::filesystem;
 int cmd_ckpt_import(const fs::path& folder, const fs::path& out) {
   const fs::path dir = fs::absolute(folder).lexically_normal();
   config::JobSpec spec;
-  spec.model = config::detail::hf_model_spec(dir);
+  spec.model = config::detail::hf_model(dir).model;
   const model::ModelConfig model = train::gpt_config(spec);
   const checkpoint::HfModelFolder hf(dir, model);
   const checkpoint::ImportSummary s = checkpoint::write_imported_checkpoint(hf, model, out);
   std::printf(
       "wrote %s: a step-0 checkpoint of %s (%d tensors, %lld parameters, %s; no optimizer "
       "state)\n",
-      out.string().c_str(), model.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel", s.tensors,
-      static_cast<long long>(s.parameters), size_text(s.bytes).c_str());
+      out.string().c_str(),
+      model.moe.enabled() ? "MixtralForCausalLM"
+      : model.llama()     ? "LlamaForCausalLM"
+                          : "GPT2LMHeadModel",
+      s.tensors, static_cast<long long>(s.parameters), size_text(s.bytes).c_str());
   return kExitOk;
 }
 

@@ -99,9 +99,24 @@ ModelSpec llama_spec(const json& j, const fs::path& file) {
   return m;
 }
 
+// Mixtral: Llama's attention with a mixture of SwiGLU experts in every layer, Mixtral's
+// softmax router (model.moe's `score: softmax`, gates renormalised over the top_k).
+HfModel mixtral_model(const json& j, const fs::path& file) {
+  HfModel out{llama_spec(j, file), 0};
+  MoeSpec& moe = out.model.moe;
+  moe.num_experts = int_field(j, file, "num_local_experts");
+  moe.top_k = int_field(j, file, "num_experts_per_tok", 2);
+  moe.expert_ffn_hidden = out.model.ffn_hidden;
+  moe.aux_loss_coef = real_field(j, file, "router_aux_loss_coef", 0.001);
+  if (j.contains("sliding_window") && !j["sliding_window"].is_null()) {
+    out.sliding_window = int_field(j, file, "sliding_window");
+  }
+  return out;
+}
+
 }  // namespace
 
-ModelSpec hf_model_spec(const fs::path& dir) {
+HfModel hf_model(const fs::path& dir) {
   const fs::path file = dir / "config.json";
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) refuse(dir, "not a directory (a Hugging Face model folder)");
@@ -118,16 +133,16 @@ ModelSpec hf_model_spec(const fs::path& dir) {
   if (!j.is_object() || !j.contains("architectures") || !j["architectures"].is_array() ||
       j["architectures"].size() != 1 || !j["architectures"][0].is_string()) {
     refuse(file,
-           "needs \"architectures\" naming one model class (GPT2LMHeadModel or "
-           "LlamaForCausalLM)");
+           "needs \"architectures\" naming one model class (GPT2LMHeadModel, "
+           "LlamaForCausalLM or MixtralForCausalLM)");
   }
   const std::string arch = j["architectures"][0].get<std::string>();
-  if (arch == "GPT2LMHeadModel") return gpt2_spec(j, file);
-  if (arch == "LlamaForCausalLM") return llama_spec(j, file);
-  refuse(file,
-         "\"architectures\" is [\"" + arch +
-             "\"]; model.init_from imports GPT2LMHeadModel and LlamaForCausalLM" +
-             (arch == "MixtralForCausalLM" ? " (Mixtral's experts are not imported yet)" : ""));
+  if (arch == "GPT2LMHeadModel") return {gpt2_spec(j, file), 0};
+  if (arch == "LlamaForCausalLM") return {llama_spec(j, file), 0};
+  if (arch == "MixtralForCausalLM") return mixtral_model(j, file);
+  refuse(file, "\"architectures\" is [\"" + arch +
+                   "\"]; model.init_from imports GPT2LMHeadModel, LlamaForCausalLM and "
+                   "MixtralForCausalLM");
 }
 
 namespace {
@@ -155,58 +170,91 @@ void agree(const Locations& at, const char* key, T& spec_value, const T& hf_valu
 
 }  // namespace
 
+namespace {
+
+// Llama's own keys, and Mixtral's experts (model.moe: its architecture keys from config.json,
+// its training choices, balance and capacity, the spec's).
+void apply_llama_keys(ModelSpec& m, const HfModel& hf, const Locations& at, const fs::path& file) {
+  auto given = [&](const char* key) { return at.given(std::string("model.") + key); };
+  int kv = m.kv_heads();
+  agree(at, "n_kv_head", kv, hf.model.n_kv_head, file, given("n_kv_head"));
+  m.n_kv_head = kv;
+  int ffn = m.mlp_hidden();
+  agree(at, "ffn_hidden", ffn, hf.model.ffn_hidden, file,
+        given("ffn_hidden") || given("multiple_of"));
+  m.ffn_hidden = ffn;
+  agree(at, "norm_eps", m.norm_eps, hf.model.norm_eps, file, given("norm_eps"));
+  agree(at, "rope_theta", m.rope_theta, hf.model.rope_theta, file, given("rope_theta"));
+  agree(at, "tie_embeddings", m.tie_embeddings, hf.model.tie_embeddings, file,
+        given("tie_embeddings"));
+  const MoeSpec& e = hf.model.moe;
+  if (!e.enabled()) {
+    if (m.moe.enabled()) {
+      fail(at.where("model.moe"), "model.moe",
+           "describes experts, but model.init_from's " + file.string() +
+               " is a dense model; remove model.moe.");
+    }
+    return;
+  }
+  agree(at, "moe.num_experts", m.moe.num_experts, e.num_experts, file, given("moe.num_experts"));
+  agree(at, "moe.top_k", m.moe.top_k, e.top_k, file, given("moe.top_k"));
+  int width = m.expert_hidden();
+  agree(at, "moe.expert_ffn_hidden", width, e.expert_ffn_hidden, file,
+        given("moe.expert_ffn_hidden"));
+  m.moe.expert_ffn_hidden = width;
+  agree(at, "moe.shared_experts", m.moe.shared_experts, 0, file, given("moe.shared_experts"));
+  agree(at, "moe.score", m.moe.score, std::string("softmax"), file, given("moe.score"));
+  agree(at, "moe.layers", m.moe.layers, std::string("all"), file, given("moe.layers"));
+  if (!given("moe.aux_loss_coef")) m.moe.aux_loss_coef = e.aux_loss_coef;
+  if (hf.sliding_window > 0 && m.seq_len > hf.sliding_window) {
+    fail(at.where("model.seq_len"), "model.seq_len",
+         "is " + std::to_string(m.seq_len) + " but model.init_from's " + file.string() +
+             " has sliding_window " + std::to_string(hf.sliding_window) +
+             " (trainctl's attention has no window); use at most that.");
+  }
+}
+
+}  // namespace
+
 void apply_init_from(ModelSpec& m, const Locations& at) {
   if (m.init_from.empty()) return;
   if (!m.preset.empty()) {
     fail(at.where("model.preset"), "model.preset",
          "and model.init_from both set the model's dimensions; remove model.preset.");
   }
-  if (m.moe.enabled()) {
-    fail(at.where("model.moe"), "model.moe",
-         "cannot be combined with model.init_from yet (mixture-of-experts models are not "
-         "imported); remove model.moe.");
-  }
   const fs::path file = m.init_from / "config.json";
-  ModelSpec hf;
+  HfModel hf;
   try {
-    hf = hf_model_spec(m.init_from);
+    hf = hf_model(m.init_from);
   } catch (const InputError& e) {
     fail(at.where("model.init_from"), "model.init_from", e.what());
   }
   auto given = [&](const char* key) { return at.given(std::string("model.") + key); };
-  agree(at, "type", m.type, hf.type, file, given("type"));
-  agree(at, "vocab_size", m.vocab_size, hf.vocab_size, file, given("vocab_size"));
-  agree(at, "n_layer", m.n_layer, hf.n_layer, file, given("n_layer"));
-  agree(at, "n_head", m.n_head, hf.n_head, file, given("n_head"));
-  agree(at, "d_model", m.d_model, hf.d_model, file, given("d_model"));
+  agree(at, "type", m.type, hf.model.type, file, given("type"));
+  agree(at, "vocab_size", m.vocab_size, hf.model.vocab_size, file, given("vocab_size"));
+  agree(at, "n_layer", m.n_layer, hf.model.n_layer, file, given("n_layer"));
+  agree(at, "n_head", m.n_head, hf.model.n_head, file, given("n_head"));
+  agree(at, "d_model", m.d_model, hf.model.d_model, file, given("d_model"));
   if (!given("seq_len")) {
-    m.seq_len = hf.seq_len;
-  } else if (!hf.is_llama() && m.seq_len > hf.seq_len) {
+    m.seq_len = hf.model.seq_len;
+  } else if (!hf.model.is_llama() && m.seq_len > hf.model.seq_len) {
     fail(at.where("model.seq_len"), "model.seq_len",
          "is " + std::to_string(m.seq_len) + " but model.init_from's " + file.string() +
-             " has n_positions " + std::to_string(hf.seq_len) +
+             " has n_positions " + std::to_string(hf.model.seq_len) +
              " (GPT-2's learned positions); use at most that.");
   }
-  if (!hf.is_llama()) {
-    for (const char* key :
-         {"n_kv_head", "ffn_hidden", "multiple_of", "norm_eps", "rope_theta", "tie_embeddings"}) {
-      if (given(key)) {
-        fail(at.where(std::string("model.") + key), std::string("model.") + key,
-             "applies to model.type llama only; model.init_from's " + file.string() +
-                 " is a GPT2LMHeadModel. Remove it.");
-      }
-    }
+  if (hf.model.is_llama()) {
+    apply_llama_keys(m, hf, at, file);
     return;
   }
-  int kv = m.kv_heads();
-  agree(at, "n_kv_head", kv, hf.n_kv_head, file, given("n_kv_head"));
-  m.n_kv_head = kv;
-  int ffn = m.mlp_hidden();
-  agree(at, "ffn_hidden", ffn, hf.ffn_hidden, file, given("ffn_hidden") || given("multiple_of"));
-  m.ffn_hidden = ffn;
-  agree(at, "norm_eps", m.norm_eps, hf.norm_eps, file, given("norm_eps"));
-  agree(at, "rope_theta", m.rope_theta, hf.rope_theta, file, given("rope_theta"));
-  agree(at, "tie_embeddings", m.tie_embeddings, hf.tie_embeddings, file, given("tie_embeddings"));
+  for (const char* key : {"n_kv_head", "ffn_hidden", "multiple_of", "norm_eps", "rope_theta",
+                          "tie_embeddings", "moe"}) {
+    if (given(key) || (std::string(key) == "moe" && m.moe.enabled())) {
+      fail(at.where(std::string("model.") + key), std::string("model.") + key,
+           "does not apply: model.init_from's " + file.string() +
+               " is a GPT2LMHeadModel (dense, learned positions). Remove it.");
+    }
+  }
 }
 
 }  // namespace trainctl::config::detail
