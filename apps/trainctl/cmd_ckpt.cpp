@@ -96,7 +96,8 @@ void add_ckpt_command(CLI::App& app, Dispatches& out) {
       "resume from an older checkpoint with --resume PATH) or the path holds no checkpoint.");
   CLI::App* exp = add_export(ckpt, *o);
   CLI::App* imp = ckpt->add_subcommand(
-      "import", "Write a Hugging Face model folder (GPT-2 or Llama) as a trainctl checkpoint");
+      "import",
+      "Write a Hugging Face model folder (GPT-2, Llama, Mixtral) as a trainctl checkpoint");
   imp->add_option("folder", o->path,
                   "A Hugging Face model folder: config.json and model.safetensors, or shards "
                   "listed by model.safetensors.index.json")

@@ -11,6 +11,10 @@
       --from` that run. transformers reloads the export and gives trainctl's loss (1e-5) and
       the logits of a model holding trainctl's weights as they are (1e-6); OTHER_EXPORT_DIR
       (the same job on another layout) gives the same logits within 1e-4.
+  check_hf_import.py weights HF_DIR STEP_DIR OTHER_STEP_DIR
+      Without an export (Mixtral's does not exist yet): HF_DIR's architecture holding
+      STEP_DIR's weights (`inspect step --from` a run) gives trainctl's loss (1e-5), and
+      holding OTHER_STEP_DIR's (the same job on another layout) the same logits (1e-4).
   check_hf_import.py same_tensors DIR_A DIR_B
       The two folders hold the same tensors, bit for bit (import -> export round trip).
 """
@@ -22,7 +26,7 @@ import sys
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM
 
 CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight")
 failures = []
@@ -89,30 +93,46 @@ def first(hf_dir, step_dir, *metrics):
         expect(e < 1e-5, f"{m}: first loss {got:.8f} vs transformers {loss:.8f}: rel.err {e:.1e}")
 
 
+def with_weights(config, step_dir):
+    """The architecture of `config` holding trainctl's weights from STEP_DIR as they are."""
+    weights = load_file(os.path.join(step_dir, "weights.safetensors"))
+    ref = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    ref.eval()
+    state = {n: as_trainctl(n, t) for n, t in weights.items()}
+    missing, unexpected = ref.load_state_dict(state, strict=False)
+    missing = [n for n in missing if not n.endswith((".attn.bias", ".attn.masked_bias"))
+               and not (n == "lm_head.weight" and config.tie_word_embeddings)]
+    expect(not missing and not unexpected, f"trainctl's weights fill the model ({missing}, {unexpected})")
+    if config.tie_word_embeddings:
+        ref.tie_weights()
+    return ref
+
+
 def roundtrip(export_dir, step_dir, other=None):
     model = load(export_dir)
     loss, logits = batch_loss(model, step_dir)
     info = json.load(open(os.path.join(step_dir, "step.json")))
     e = abs(info["loss"] - loss) / abs(loss)
     expect(e < 1e-5, f"reloaded export: loss {loss:.8f} vs trainctl {info['loss']:.8f}: {e:.1e}")
-    # The same architecture holding trainctl's weights as they are (not through the export).
-    weights = load_file(os.path.join(step_dir, "weights.safetensors"))
-    ref = AutoModelForCausalLM.from_config(model.config, torch_dtype=torch.float32)
-    ref.eval()
-    state = {n: as_trainctl(n, t) for n, t in weights.items()}
-    missing, unexpected = ref.load_state_dict(state, strict=False)
-    missing = [n for n in missing if not n.endswith((".attn.bias", ".attn.masked_bias"))
-               and not (n == "lm_head.weight" and model.config.tie_word_embeddings)]
-    expect(not missing and not unexpected, f"trainctl's weights fill the model ({missing}, {unexpected})")
-    if model.config.tie_word_embeddings:
-        ref.tie_weights()
-    _, ref_logits = batch_loss(ref, step_dir)
+    _, ref_logits = batch_loss(with_weights(model.config, step_dir), step_dir)
     e = rel_err(logits, ref_logits)
     expect(e < 1e-6, f"reloaded export's logits vs trainctl's weights: rel.err {e:.1e}")
     if other:
         _, other_logits = batch_loss(load(other), step_dir)
         e = rel_err(other_logits, logits)
         expect(e < 1e-4, f"{other} (another layout) logits: rel.err {e:.1e}")
+
+
+def weights(hf_dir, step_dir, other_step_dir):
+    config = AutoConfig.from_pretrained(hf_dir)
+    loss, logits = batch_loss(with_weights(config, step_dir), step_dir)
+    info = json.load(open(os.path.join(step_dir, "step.json")))
+    e = abs(info["loss"] - loss) / abs(loss)
+    expect(e < 1e-5, f"{type(config).__name__} with trainctl's weights: loss {loss:.8f} vs "
+                     f"trainctl {info['loss']:.8f}: {e:.1e}")
+    _, other_logits = batch_loss(with_weights(config, other_step_dir), step_dir)
+    e = rel_err(other_logits, logits)
+    expect(e < 1e-4, f"{other_step_dir} (another layout) logits: rel.err {e:.1e}")
 
 
 def same_tensors(a, b):
@@ -126,7 +146,7 @@ def same_tensors(a, b):
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    {"first": first, "roundtrip": roundtrip, "same_tensors": same_tensors}[sys.argv[1]](*sys.argv[2:])
+    {"first": first, "roundtrip": roundtrip, "weights": weights, "same_tensors": same_tensors}[sys.argv[1]](*sys.argv[2:])
     if failures:
         print(f"{len(failures)} check(s) failed")
         sys.exit(1)

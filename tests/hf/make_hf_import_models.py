@@ -4,6 +4,7 @@ save_pretrained writes them, in shards (max_shard_size small enough for several 
   OUT/gpt2       GPT2LMHeadModel (tied head), F32
   OUT/llama      LlamaForCausalLM: 4 heads, 2 k/v heads (GQA), SwiGLU, untied head, F32
   OUT/llama-bf16 the same Llama saved in bfloat16 (the import converts to fp32)
+  OUT/mixtral    MixtralForCausalLM: 4 experts, top 2, GQA, F32
   OUT/tokens.bin random token ids (nanoGPT's raw uint16) for the runs' data
 
 Usage: make_hf_import_models.py OUT
@@ -14,7 +15,8 @@ import os
 import sys
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MixtralConfig, MixtralForCausalLM)
 
 VOCAB, SEQ = 96, 16
 
@@ -48,6 +50,11 @@ def main(out):
                 p.add_(0.1 * torch.randn_like(p))
     save(llama, os.path.join(out, "llama"))
     save(llama.to(torch.bfloat16), os.path.join(out, "llama-bf16"))
+    mixtral = MixtralForCausalLM(MixtralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        num_local_experts=4, num_experts_per_tok=2, sliding_window=None, rope_theta=10000.0))
+    save(mixtral, os.path.join(out, "mixtral"))
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(0, VOCAB, (20000,), generator=g).tolist()
     with open(os.path.join(out, "tokens.bin"), "wb") as f:
