@@ -188,12 +188,12 @@ void HfModelFolder::read_slice(const std::string& name, const model::TensorShard
     }
     return;
   }
-  // Runs of `inner` elements (the dimensions after the split one) are contiguous in both.
-  int64_t inner = 1;
+  // Contiguous in both: one piece along the split dimension (of one of its blocks) times the
+  // dimensions after it; the whole tensor when it is not split.
+  int64_t inner = n;
   if (want.split()) {
+    inner = local[static_cast<size_t>(want.dim)] / want.blocks;
     for (size_t d = static_cast<size_t>(want.dim) + 1; d < local.size(); ++d) inner *= local[d];
-  } else {
-    inner = n;
   }
   for (int64_t l = 0; l < n; l += inner) {
     const unsigned char* src = data + static_cast<size_t>(want.global_index(l)) * size;
