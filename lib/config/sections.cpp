@@ -86,7 +86,8 @@ void read_moe(const MapReader& model_reader, MoeSpec& moe) {
   }
   for (const char* key : {"top_k", "expert_ffn_hidden", "shared_experts", "score", "balance",
                           "aux_loss_coef", "bias_update_rate", "capacity_factor", "layers"}) {
-    if (!r.has("num_experts") && r.has(key)) {
+    // With model.init_from, config.json may supply num_experts (Mixtral).
+    if (!r.has("num_experts") && r.has(key) && !model_reader.has("init_from")) {
       r.fail_at(key, "needs model.moe.num_experts (the experts per MoE layer); add it.");
     }
   }

@@ -76,7 +76,8 @@ py "$here/check_hf_import.py" weights "$work/mixtral" "$work/mixtral-step20" "$w
 
 echo "== resume wins over init_from"
 # The run's own checkpoint (step 20) is where a longer run continues, not the folder.
-"$bin" train "$work/gpt2.yaml" --set training.steps=22 >"$work/resume.log" 2>&1
+"$bin" train "$work/gpt2.yaml" --set training.steps=22 --set checkpoint.export_hf=false \
+  >"$work/resume.log" 2>&1
 if ! grep -q "resumed from .*step 20" "$work/resume.log" ||
     grep -q "initialised the parameters from" "$work/resume.log"; then
   echo "FAIL: a run with a checkpoint did not resume from it:"; cat "$work/resume.log"; exit 1
@@ -89,11 +90,16 @@ for model in gpt2 llama; do
   "$bin" ckpt verify "$work/ckpt-$model" >/dev/null
   "$bin" ckpt export "$work/ckpt-$model" --format hf --out "$work/reexport-$model" >/dev/null
   py "$here/check_hf_import.py" same_tensors "$work/$model" "$work/reexport-$model"
-  # Resumed from the imported checkpoint on tp 2 (a fresh optimizer): the same first loss.
+  # Resumed from the imported checkpoint on tp 2 (a fresh optimizer): transformers' first
+  # loss. The checkpoint's seq_len is config.json's (Llama: max_position_embeddings, 64).
+  seq=(--set model.seq_len=16)
+  [[ $model == llama ]] && seq=(--set model.seq_len=64)
   sed -e "s/^name: .*/name: $model-resume/" "$work/$model.yaml" >"$work/$model-resume.yaml"
-  "$bin" train "$work/$model-resume.yaml" --resume "$work/ckpt-$model" --set parallel.tp=2 \
-    --set training.steps=2 >/dev/null
-  py "$here/check_hf_import.py" first "$work/$model" "$work/$model-step0" \
+  "$bin" inspect step "$work/$model-resume.yaml" "${seq[@]}" "${whole_batch[@]}" \
+    --out "$work/$model-resume-step0" >/dev/null
+  "$bin" train "$work/$model-resume.yaml" "${seq[@]}" --resume "$work/ckpt-$model" \
+    --set parallel.tp=2 --set training.steps=2 >/dev/null
+  py "$here/check_hf_import.py" first "$work/$model" "$work/$model-resume-step0" \
     "$work/runs/$model-resume/metrics.jsonl"
 done
 
