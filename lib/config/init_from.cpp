@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "config/number_text.h"
+#include "config/spec_keys.h"
 #include "util/error.h"
 
 namespace trainctl::config::detail {
@@ -189,7 +190,11 @@ void apply_llama_keys(ModelSpec& m, const HfModel& hf, const Locations& at, cons
         given("tie_embeddings"));
   const MoeSpec& e = hf.model.moe;
   if (!e.enabled()) {
-    if (m.moe.enabled()) {
+    bool any_moe_key = m.moe.enabled();
+    for (const std::string& key : section_keys("model.moe")) {
+      any_moe_key = any_moe_key || given(("moe." + key).c_str());
+    }
+    if (any_moe_key) {
       fail(at.where("model.moe"), "model.moe",
            "describes experts, but model.init_from's " + file.string() +
                " is a dense model; remove model.moe.");

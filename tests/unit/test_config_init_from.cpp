@@ -50,6 +50,8 @@ TEST_CASE("a key contradicting model.init_from's config.json is refused", "[conf
                 {"is gpt", "says llama"}, {}, dir.path());
   require_error("model: {init_from: m, preset: gpt-tiny}\n", "job.yaml:1:", "model.preset", {}, {},
                 dir.path());
+  require_error("model: {init_from: m, moe: {balance: none}}\n", "job.yaml:1:", "model.moe",
+                {"is a dense model"}, {}, dir.path());
   dir.write_text("m/config.json", R"({"architectures": ["BertForMaskedLM"]})");
   require_error("model: {init_from: m}\n", "job.yaml:1:", "model.init_from",
                 {"m/config.json", "BertForMaskedLM"}, {}, dir.path());
