@@ -12,6 +12,7 @@
 #include "memory_check.h"
 #include "mlflow_artifacts.h"
 #include "train/data_check.h"
+#include "train/init_from_check.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -62,6 +63,7 @@ int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   train::check_trainable(spec);  // refuse what this build cannot train before spawning
   train::check_data(spec);       // and data the workers would refuse, before run_dir exists
+  train::check_init_from(spec);  // and a model.init_from folder they could not read
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
   check_gpus(spec, opt.cluster.nnodes);
   check_memory_fits(spec, launch::workers_per_node(spec.world_size(), opt.cluster.nnodes));

@@ -8,6 +8,7 @@
 
 #include "checkpoint/durable_file.h"
 #include "checkpoint/errors.h"
+#include "checkpoint/hf_names.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_writer.h"
@@ -18,18 +19,6 @@ namespace trainctl::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-
-// nn.Linear in trainctl ([out, in]); Conv1D in GPT2LMHeadModel ([in, out]).
-bool is_conv1d(const std::string& name) {
-  for (const char* suffix :
-       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
-    const std::string s = suffix;
-    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
 
 std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<float> out(v.size());
@@ -230,7 +219,7 @@ ExportSummary write_hf_folder(CheckpointReader& reader, const HfExportOptions& o
   if (!problems.empty()) throw CheckpointCorrupt(problems.front());
   const std::vector<std::string> names = model_tensor_names(reader);
   auto transposed_here = [&](const std::string& name) {
-    return transpose_conv1d && is_conv1d(name);
+    return transpose_conv1d && is_hf_conv1d_weight(name);
   };
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names) {

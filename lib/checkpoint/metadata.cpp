@@ -310,7 +310,7 @@ CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
   // First: an edited file is reported as edited, not by the first value that looks odd.
   if (metadata_is_protected(m)) check_checksum(j, top);
   if (j.contains("producer")) m.producer = json_string(j, "producer", top);
-  m.step = json_int(j, "step", 1, kMaxCheckpointStep, top);
+  m.step = json_int(j, "step", 0, kMaxCheckpointStep, top);  // 0: imported (ckpt import)
   read_layout(j, top, m);
   read_model(j, top, m);
   const JsonPlace data_at = top.in("data");

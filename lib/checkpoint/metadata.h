@@ -64,7 +64,9 @@ struct FileRecord {
 
 struct CheckpointMetadata {
   int format_version = kFormatVersion;
-  int64_t step = 0;  // optimizer steps completed when the checkpoint was taken (>= 1)
+  // Optimizer steps completed when the checkpoint was taken (>= 1; 0 only for a model
+  // imported by `ckpt import`, which holds no optimizer state).
+  int64_t step = 0;
   ParallelLayout layout;
   model::ModelConfig model;
   DataPosition data;

@@ -41,6 +41,7 @@ void write_model(std::ostream& y, const ModelSpec& m) {
   y << "  vocab_size: " << m.vocab_size << "\n  seq_len: " << m.seq_len
     << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
     << "\n";
+  if (!m.init_from.empty()) y << "  init_from: " << quoted(m.init_from.string()) << "\n";
   if (!m.is_llama()) return;
   // As written, so that parsing this text gives this spec back; what an unset n_kv_head
   // or ffn_hidden resolves to is shown as a comment.

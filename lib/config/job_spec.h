@@ -51,6 +51,9 @@ struct ModelSpec {
   double rope_theta = 10000;    // rotary embedding base
   bool tie_embeddings = false;  // LM head shares the token embedding (gpt: always)
   MoeSpec moe;
+  // A Hugging Face model folder to start from (config/init_from.h); absolute after
+  // resolution, empty = random initialisation.
+  std::filesystem::path init_from;
 
   bool is_llama() const { return type == "llama"; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }

@@ -86,7 +86,8 @@ void read_moe(const MapReader& model_reader, MoeSpec& moe) {
   }
   for (const char* key : {"top_k", "expert_ffn_hidden", "shared_experts", "score", "balance",
                           "aux_loss_coef", "bias_update_rate", "capacity_factor", "layers"}) {
-    if (!r.has("num_experts") && r.has(key)) {
+    // With model.init_from, config.json may supply num_experts (Mixtral).
+    if (!r.has("num_experts") && r.has(key) && !model_reader.has("init_from")) {
       r.fail_at(key, "needs model.moe.num_experts (the experts per MoE layer); add it.");
     }
   }
@@ -118,7 +119,7 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   // The Llama family's own keys mean nothing to GPT: refuse them rather than ignore them.
   for (const char* key :
        {"n_kv_head", "ffn_hidden", "multiple_of", "norm_eps", "rope_theta", "tie_embeddings"}) {
-    if (!model.is_llama() && r.has(key)) {
+    if (!model.is_llama() && r.has(key) && !r.has("init_from")) {
       r.fail_at(key, "applies to model.type llama only (this model is " + model.type +
                          "); remove it, or set model.type: llama.");
     }
@@ -130,6 +131,7 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   r.read("rope_theta", model.rope_theta, {1, false, 1e9, false});
   r.read("tie_embeddings", model.tie_embeddings);
   read_moe(r, model.moe);
+  r.read("init_from", model.init_from);
 }
 
 void read_data(const MapReader& top, DataSpec& data) {

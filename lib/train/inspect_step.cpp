@@ -1,6 +1,7 @@
 #include "train/inspect_step.h"
 
 #include "checkpoint/commit.h"
+#include "checkpoint/hf_import.h"
 #include "checkpoint/reader.h"
 
 #include <unistd.h>
@@ -83,6 +84,12 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
       model::TensorShard whole;
       whole.global_shape = {static_cast<int64_t>(bias.size())};
       reader.read_slice(l.ffn->expert_bias_name(), whole, bias.data());
+    }
+  } else if (!options.model.init_from.empty()) {
+    const checkpoint::HfModelFolder folder(options.model.init_from, cfg);
+    folder.check();
+    for (const model::Param& p : gpt.params().list()) {
+      folder.read_slice(p.name, p.shard, gpt.params().data() + p.offset);
     }
   }
   checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));

@@ -8,6 +8,7 @@
 // the process groups in train/rank_options.h.
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -34,6 +35,8 @@ struct ModelOptions {
   int seq_len = 1;
   // training.activation_checkpointing.
   model::Recompute recompute = model::Recompute::none;
+  // model.init_from: a Hugging Face folder the parameters start from ("" = random).
+  std::filesystem::path init_from;
 };
 
 // parallel.*: the layout and how work and gradients are split within it.

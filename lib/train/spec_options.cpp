@@ -76,6 +76,7 @@ RunOptions run_options(const config::JobSpec& spec) {
   o.model.config = gpt_config(spec);
   o.model.micro_batch_size = spec.training.micro_batch_size;
   o.model.seq_len = spec.model.seq_len;
+  o.model.init_from = spec.model.init_from;
   o.model.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   o.data = dataset_options(spec);
   o.parallel = parallel_options(spec);

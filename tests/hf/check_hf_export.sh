@@ -13,17 +13,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${1:-$root/build/trainctl}
-venv=${TRAINCTL_HFVENV:-$root/build/hfvenv}
-if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; then
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  # --no-deps: transformers would otherwise pull a new torch; Debian's 1.13 is what it uses.
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-      'transformers==4.36.2' 'tokenizers>=0.14,<0.19' 'huggingface-hub>=0.19.3,<0.21' \
-      'safetensors>=0.4' regex tqdm packaging filelock fsspec; then
-    echo "skipped: could not install transformers from PyPI"
-    exit 77
-  fi
-fi
+source "$here/hf_venv.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 text=$work/corpus.txt
