@@ -93,7 +93,8 @@ int cmd_train(const LaunchArgs& args) {
   if (opt.cluster.node_rank != 0) return rc;
   // checkpoint.export_hf: node 0 converts the final checkpoint once every worker is done.
   const bool export_hf = rc == kExitOk && spec.checkpoint.export_hf;
-  if (export_hf) rc = cmd_ckpt_export_hf(spec.run_dir, {}, {});
+  // run_dir/hf is the run's own export: a resumed run replaces the earlier one's.
+  if (export_hf) rc = cmd_ckpt_export_hf(spec.run_dir, {}, {}, /*force=*/true);
   if (spec.logging.mlflow.enabled()) log_mlflow_artifacts(spec, export_hf && rc == kExitOk);
   return rc;
 }
