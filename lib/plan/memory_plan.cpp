@@ -38,10 +38,13 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                           par.virtual_stages, par.tp, 0);
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
+  // ring's K/V blocks (model/ring_attention.h, counted as workspace).
+  options.cp = model::ContextChunks::of(par.cp, 0, spec.model.seq_len);
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
-                                 spec.model.seq_len);
+                                 spec.model.seq_len / par.cp);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -93,7 +96,11 @@ std::string mib(double bytes) {
 std::string ranks_of_stage(const Layout& layout, int stage) {
   std::vector<int> ranks;
   for (int dp = 0; dp < layout.dp; ++dp) {
-    for (int tp = 0; tp < layout.tp; ++tp) ranks.push_back(comm::rank_of(layout, {dp, tp, stage}));
+    for (int cp = 0; cp < layout.cp; ++cp) {
+      for (int tp = 0; tp < layout.tp; ++tp) {
+        ranks.push_back(comm::rank_of(layout, {dp, tp, stage, cp}));
+      }
+    }
   }
   std::sort(ranks.begin(), ranks.end());
   if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size())) {
@@ -213,6 +220,18 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     config::JobSpec s = spec;
     s.parallel.pp *= 2;
     consider("parallel.pp: " + std::to_string(s.parallel.pp) + " (" +
+                 std::to_string(s.world_size()) + " workers)",
+             s);
+  }
+  // Context parallelism splits each sequence: activations fall by about 1 / cp. Offered
+  // where validate would take it (config/validate_context_parallel.cpp).
+  if (spec.device == Device::cpu && spec.parallel.pp == 1 && spec.parallel.zero == 0 &&
+      !spec.model.moe.enabled() && spec.parallel.mode == "data_parallel" &&
+      spec.parallel.dp_sync == "allreduce" && spec.parallel.grad_compression != "powersgd" &&
+      spec.model.seq_len % (4 * spec.parallel.cp) == 0) {
+    config::JobSpec s = spec;
+    s.parallel.cp *= 2;
+    consider("parallel.cp: " + std::to_string(s.parallel.cp) + " (" +
                  std::to_string(s.world_size()) + " workers)",
              s);
   }
