@@ -31,15 +31,13 @@ void check_context_parallel(const JobSpec& s, const Locations& at) {
            "context parallelism runs on device: cpu only (the CUDA backend has no ring "
            "attention yet); use device: cpu, or parallel.cp: 1.");
   }
-  if (p.pp > 1) {
-    refuse(at, "parallel.cp",
-           "does not compose with pipeline parallelism yet (parallel.pp: " + std::to_string(p.pp) +
-               "); use pp: 1" + with + ", or cp: 1.");
-  }
-  if (p.zero > 0) {
-    refuse(at, "parallel.cp",
-           "does not compose with ZeRO yet (parallel.zero: " + std::to_string(p.zero) +
-               "); use zero: 0" + with + ", or cp: 1.");
+  // ZeRO shards over dp x cp (the gradient group): zero: 3 takes fp32 traffic only, as with
+  // dp > 1 (config/validate.cpp).
+  if (p.zero == 3 && p.grad_comm != "fp32") {
+    refuse(at, "parallel.grad_comm",
+           "must be fp32 with zero: 3" + with +
+               " (ZeRO-3 shards over dp x cp); use grad_comm: "
+               "fp32.");
   }
   if (p.mode != "data_parallel" || p.dp_sync != "allreduce" || p.grad_compression == "powersgd") {
     refuse(at, "parallel.cp",

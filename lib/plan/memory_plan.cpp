@@ -55,8 +55,10 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const auto params = static_cast<double>(g.params);
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
-  const int zero = par.dp > 1 ? par.zero : 0;  // as data_parallel_options
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp);
+  // ZeRO shards over the gradient group: dp x cp (as data_parallel_options).
+  const int dp_cp = par.dp * par.cp;
+  const int zero = dp_cp > 1 ? par.zero : 0;
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp);
   const auto shard_floats = static_cast<double>(shard.shard_size);
   if (spec.optimizer.type == "adamw") {
     b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
@@ -72,14 +74,14 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
     // gather and two gradient buffers of the largest unit (with their reduced shards).
     const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
-        parallel::zero3_units(model::gpt_param_specs(config, options.shard), par.dp));
+        parallel::zero3_units(model::gpt_param_specs(config, options.shard), dp_cp));
     b.parameters = static_cast<double>(z.shard) * kFloat;
     b.gradients = b.parameters;
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;
   }
-  const double boundary =
-      static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
+  const double boundary = static_cast<double>(spec.training.micro_batch_size) *
+                          (spec.model.seq_len / par.cp) * spec.model.d_model;
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
@@ -201,7 +203,7 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     s.training.activation_checkpointing = mode;
     consider(std::string("training.activation_checkpointing: ") + mode, s);
   }
-  if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
+  if (spec.parallel.dp * spec.parallel.cp > 1 && spec.optimizer.type == "adamw") {
     const int most = spec.device == Device::cuda ? 2 : 3;  // ZeRO-3 runs on the CPU only
     for (int zero = spec.parallel.zero + 1; zero <= most; ++zero) {
       config::JobSpec s = spec;
@@ -225,9 +227,9 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
   }
   // Context parallelism splits each sequence: activations fall by about 1 / cp. Offered
   // where validate would take it (config/validate_context_parallel.cpp).
-  if (spec.device == Device::cpu && spec.parallel.pp == 1 && spec.parallel.zero == 0 &&
-      !spec.model.moe.enabled() && spec.parallel.mode == "data_parallel" &&
-      spec.parallel.dp_sync == "allreduce" && spec.parallel.grad_compression != "powersgd" &&
+  if (spec.device == Device::cpu && !spec.model.moe.enabled() &&
+      spec.parallel.mode == "data_parallel" && spec.parallel.dp_sync == "allreduce" &&
+      spec.parallel.grad_compression != "powersgd" &&
       spec.model.seq_len % (4 * spec.parallel.cp) == 0) {
     config::JobSpec s = spec;
     s.parallel.cp *= 2;

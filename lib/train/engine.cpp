@@ -1,5 +1,6 @@
 #include "train/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -40,11 +41,14 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
   if (!program.empty()) pipeline.emplace(gpt, *g.pp, program, layout.grad_accum);
 }
 
-const int32_t* Engine::local_rows(const int32_t* full, std::vector<int32_t>& buffer) const {
+const int32_t* Engine::local_rows(const int32_t* full, std::vector<int32_t>& buffer, int m) {
   if (!cp_chunks.active()) return full;
-  buffer.resize(static_cast<size_t>(layout.micro_batch) * cp_chunks.local_len());
-  cp_chunks.take_local(full, layout.micro_batch, layout.seq_len, buffer.data());
-  return buffer.data();
+  const size_t rows = static_cast<size_t>(layout.micro_batch) * cp_chunks.local_len();
+  // Sized once for the step's micro-batches: pointers handed out stay valid all step.
+  if (buffer.empty()) buffer.resize(rows * static_cast<size_t>(std::max(1, layout.grad_accum)));
+  int32_t* local = buffer.data() + rows * static_cast<size_t>(m);
+  cp_chunks.take_local(full, layout.micro_batch, layout.seq_len, local);
+  return local;
 }
 
 void Engine::set_trace(observe::TraceRecorder* recorder) {
@@ -76,8 +80,9 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
   } else {
     const parallel::PipelineStepResult r = pipeline->run_step(
         [&](int m) {
-          return parallel::MicroBatchData{batch.micro_tokens(layout, m),
-                                          batch.micro_targets(layout, m)};
+          return parallel::MicroBatchData{
+              local_rows(batch.micro_tokens(layout, m), cp_tokens, m),
+              local_rows(batch.micro_targets(layout, m), cp_targets, m)};
         },
         dloss, [&] { data_parallel.begin_micro_batch(true); });
     parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true, data_parallel.zero3());
@@ -173,7 +178,8 @@ double Engine::evaluate(bool alone) {
     const bool counted = b < batches;
     data::fill_eval_batch(*dataset, layout, counted ? b : b % batches, tokens, targets);
     if (pipeline) {
-      const parallel::PipelineStepResult r = pipeline->run_forward({tokens.data(), targets.data()});
+      const parallel::PipelineStepResult r = pipeline->run_forward(
+          {local_rows(tokens.data(), cp_tokens), local_rows(targets.data(), cp_targets)});
       if (counted) sum += r.loss_sum, count += r.loss_count;
     } else {
       int64_t n = 0;

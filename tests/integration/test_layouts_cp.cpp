@@ -1,8 +1,9 @@
 // Context parallelism in the layout-equivalence matrix (DESIGN.md, "How correctness is
 // proven"): the same job trained with each sequence split over cp = 2 or 4 ranks (ring
-// attention), alone and with dp and tp, gives one worker's losses, gradient norms and
+// attention), alone and with dp, tp, pp and ZeRO, gives one worker's losses, gradient norms and
 // validation loss within 2e-5, for both model families; a checkpoint written at one cp
 // resumes at another; what cp does not compose with yet is refused at validate.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -79,7 +80,11 @@ TEST_CASE("context-parallel layouts reproduce the single-worker run", "[train][l
     for (const auto& [name, parallel] : {std::pair{std::string("c2"), std::string("{cp: 2}")},
                                          {"c4", "{cp: 4}"},
                                          {"d2c2", "{dp: 2, cp: 2}"},
-                                         {"t2c2", "{tp: 2, cp: 2}"}}) {
+                                         {"t2c2", "{tp: 2, cp: 2}"},
+                                         {"p2c2", "{pp: 2, cp: 2, schedule: 1f1b}"},
+                                         {"d2c2-zero1", "{dp: 2, cp: 2, zero: 1}"},
+                                         {"c2-zero2", "{cp: 2, zero: 2}"},
+                                         {"c2-zero3", "{cp: 2, zero: 3}"}}) {
       check_same(ref, train(dir.path(), family + "-" + name, model, parallel), family + "-" + name);
     }
   }
@@ -114,8 +119,7 @@ TEST_CASE("validate refuses what context parallelism cannot run", "[config][cp]"
   };
   const std::vector<Case> cases = {
       {"{cp: 3}", "", "", "model.seq_len", "divisible by 2 * parallel.cp"},
-      {"{cp: 2, pp: 2}", "", "", "parallel.cp", "pipeline"},
-      {"{cp: 2, dp: 2, zero: 1}", "", "", "parallel.cp", "ZeRO"},
+      {"{cp: 2, zero: 3, grad_comm: bf16}", "", "", "parallel.grad_comm", "fp32 with zero: 3"},
       {"{cp: 2}", "", "device: cuda\n", "parallel.cp", "device: cpu"},
   };
   for (const Case& c : cases) {
@@ -138,4 +142,50 @@ TEST_CASE("validate shows the cp coordinate in the rank map", "[config][cp]") {
   // Megatron order, tp fastest then cp: rank 2 is (dp 0, cp 1, tp 0), rank 4 is dp 1.
   CHECK_THAT(r.out, Catch::Contains("    2     0      2    0    1    0    0"));
   CHECK_THAT(r.out, Catch::Contains("    4     0      4    1    0    0    0"));
+}
+
+TEST_CASE("a sequence the memory plan refuses at cp 1 trains at cp 4 within the limit",
+          "[train][memory][cp]") {
+  TempDir dir("cp_memory");
+  const std::string model = "{vocab_size: 64, seq_len: 16384, n_layer: 1, n_head: 2, d_model: 32}";
+  auto job = [&](int cp, double limit_mb) {
+    const std::string name = "long-cp" + std::to_string(cp);
+    std::string text = "name: " + name + "\nseed: 5\nmodel: " + model +
+                       "\ndata: {type: synthetic}\nparallel: {cp: " + std::to_string(cp) +
+                       "}\ntraining: {steps: 1, micro_batch_size: 1, global_batch_size: 1, "
+                       "eval_every: 0}\nlogging: {every_steps: 1}\nruntime: {comm_timeout_s: "
+                       "300";
+    if (limit_mb > 0) text += ", memory_limit_mb: " + std::to_string(limit_mb);
+    write_text(dir.path() / (name + ".yaml"), text + "}\n");
+    return name;
+  };
+  auto planned_peak = [&](int cp) {
+    const ProcResult r = run_trainctl({"plan", job(cp, 0) + ".yaml", "--json"}, dir.path());
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    double most = 0;
+    for (const json& rank : json::parse(r.out)["memory_mb"]) {
+      most = std::max(most, rank["total"].get<double>());
+    }
+    return most;
+  };
+  const double one = planned_peak(1), four = planned_peak(4);
+  INFO("planned peak per rank: cp 1 " << one << " MiB, cp 4 " << four << " MiB");
+  // The activations dominate at 16k tokens: cp 4 needs well under half of cp 1.
+  REQUIRE(four < 0.5 * one);
+  const double limit = 1.25 * four;
+  const ProcResult refused =
+      run_trainctl({"validate", job(1, limit) + ".yaml"}, dir.path(), std::chrono::seconds(60));
+  INFO(refused.out << refused.err);
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.err,
+             Catch::Contains("runtime.memory_limit_mb") && Catch::Contains("parallel.cp: 2"));
+  const std::string name = job(4, limit);
+  const ProcResult r =
+      run_trainctl({"train", name + ".yaml"}, dir.path(), std::chrono::seconds(600));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const json last = json::parse(read_text(dir.path() / "runs" / name / "metrics.jsonl"));
+  CHECK(last["mem_peak_mb_max"].get<double>() <= limit);
+  CHECK(last["mem_peak_mb_max"].get<double>() == Approx(four).epsilon(0.10));
 }
