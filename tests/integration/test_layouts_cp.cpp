@@ -172,7 +172,8 @@ TEST_CASE("a sequence the memory plan refuses at cp 1 trains at cp 4 within the 
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     double most = 0;
-    for (const json& rank : json::parse(r.out)["memory_mb"]) {
+    const json planned = json::parse(r.out);
+    for (const json& rank : planned["memory_mb"]) {
       most = std::max(most, rank["total"].get<double>());
     }
     return most;
