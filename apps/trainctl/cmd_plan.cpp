@@ -37,6 +37,20 @@ std::string percent(double fraction) {
 // Every world rank's (dp, tp, pp) coordinates.
 std::string plan_rank_map(const config::JobSpec& spec) {
   const Layout& layout = spec.parallel;
+  if (layout.cp > 1) {  // context parallelism: the cp coordinate between dp and tp
+    std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
+                      std::to_string(layout.dp) + " x cp " + std::to_string(layout.cp) + " x tp " +
+                      std::to_string(layout.tp) + " x pp " + std::to_string(layout.pp) +
+                      "; rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank):\n"
+                      " rank   dp   cp   tp   pp\n";
+    char line[64];
+    for (int rank = 0; rank < layout.world_size(); ++rank) {
+      const comm::Coord c = comm::coord_of(layout, rank);
+      std::snprintf(line, sizeof line, "%5d %4d %4d %4d %4d\n", rank, c.dp, c.cp, c.tp, c.pp);
+      out += line;
+    }
+    return out;
+  }
   std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
                     std::to_string(layout.dp) + " x tp " + std::to_string(layout.tp) + " x pp " +
                     std::to_string(layout.pp) +

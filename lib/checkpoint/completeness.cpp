@@ -32,7 +32,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }  // namespace
 
 std::vector<std::string> file_list_problems(const CheckpointMetadata& m, const fs::path& dir) {
-  const int world = m.layout.dp * m.layout.tp * m.layout.pp;
+  const int world = m.layout.world_size();
   std::set<int> seen;
   std::vector<int> foreign;
   for (const FileRecord& f : m.files) {
@@ -44,7 +44,8 @@ std::vector<std::string> file_list_problems(const CheckpointMetadata& m, const f
     if (!seen.count(r)) missing.push_back(r);
   }
   const std::string layout = "dp " + std::to_string(m.layout.dp) + " x tp " +
-                             std::to_string(m.layout.tp) + " x pp " + std::to_string(m.layout.pp);
+                             std::to_string(m.layout.tp) + " x pp " + std::to_string(m.layout.pp) +
+                             (m.layout.cp > 1 ? " x cp " + std::to_string(m.layout.cp) : "");
   std::vector<std::string> out;
   if (!missing.empty()) {
     out.push_back("checkpoint " + dir.string() +

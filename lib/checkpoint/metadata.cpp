@@ -119,7 +119,10 @@ void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   m.layout.pp = static_cast<int>(json_int(l, "pp", 1, kMaxWorkers, at));
   m.layout.virtual_stages = static_cast<int>(json_int(l, "virtual_stages", 1, 64, at));
   m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 3, at));
-  if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp > kMaxWorkers) {
+  // Context parallelism (written when cp > 1): CP ranks hold the same parameters; only CP
+  // rank 0 of each replica writes them, the others write empty shards.
+  m.layout.cp = l.contains("cp") ? static_cast<int>(json_int(l, "cp", 1, kMaxWorkers, at)) : 1;
+  if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp * m.layout.cp > kMaxWorkers) {
     bad_field(at, at.field("dp"), "x tp x pp is more than 1048576 workers");
   }
 }
@@ -274,16 +277,17 @@ json to_json(const FileRecord& f) {
 json to_json(const CheckpointMetadata& m) {
   json files = json::array();
   for (const FileRecord& f : m.files) files.push_back(to_json(f));
+  json layout = {{"dp", m.layout.dp},
+                 {"tp", m.layout.tp},
+                 {"pp", m.layout.pp},
+                 {"virtual_stages", m.layout.virtual_stages},
+                 {"zero", m.layout.zero}};
+  if (m.layout.cp != 1) layout["cp"] = m.layout.cp;
   json doc = {
       {"format_version", m.format_version},
       {"producer", m.producer},
       {"step", m.step},
-      {"layout",
-       {{"dp", m.layout.dp},
-        {"tp", m.layout.tp},
-        {"pp", m.layout.pp},
-        {"virtual_stages", m.layout.virtual_stages},
-        {"zero", m.layout.zero}}},
+      {"layout", std::move(layout)},
       {"model", model_json(m.model)},
       {"data", {{"samples_consumed", m.data.samples_consumed}, {"next_step", m.data.next_step}}},
       {"optimizer_step", m.optimizer_step},

@@ -141,6 +141,8 @@ void run_collective_self_test(const ProcessGroups& groups, const SelfTestOptions
       throw std::invalid_argument("run_collective_self_test: a group is missing");
     run_collective_self_test(*comm, options);
   }
+  // The CP ring (send/recv around the ring is what ring attention does).
+  if (groups.cp && groups.layout.cp > 1) run_collective_self_test(*groups.cp, options);
   // Ranks of different sub-groups finish at different times; the world barrier makes the
   // self-test end together, so no rank moves on (or exits) while another still checks.
   groups.world->barrier();

@@ -249,9 +249,11 @@ void watch_process_groups(ProcessGroups& groups, const std::optional<StallHook>&
         std::make_unique<WatchedCommunicator>(std::move(group), board, std::move(members), stall);
   };
   wrap(groups.world, everyone);
-  wrap(groups.dp, dp_group(layout, groups.rank));
+  wrap(groups.dp,
+       layout.cp == 1 ? dp_group(layout, groups.rank) : dp_cp_group(layout, groups.rank));
   wrap(groups.tp, tp_group(layout, groups.rank));
   wrap(groups.pp, pp_group(layout, groups.rank));
+  if (groups.cp) wrap(groups.cp, cp_group(layout, groups.rank));
   groups.progress = std::move(board);
 }
 

@@ -249,7 +249,7 @@ struct JobSpec {
   // key_origins' entry for key_path, else the spec file's name.
   std::string where(const std::string& key_path) const;
 
-  int world_size() const { return parallel.dp * parallel.tp * parallel.pp; }
+  int world_size() const { return parallel.world_size(); }
   int grad_accum() const {
     return training.global_batch_size / (training.micro_batch_size * parallel.dp);
   }

@@ -211,6 +211,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
+  r.read("cp", parallel.cp, {1, kMaxWorkersPerAxis});
   r.read_choice(
       "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved", "zb1p", "zbv"},
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});

@@ -117,8 +117,9 @@ std::string summary(const JobSpec& s) {
       << "\n";
   out << "run_dir:    " << s.run_dir.string() << "\n";
   out << "workers:    " << s.world_size() << " on " << to_string(s.device) << " = dp " << p.dp
-      << " x tp " << p.tp << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads
-      << " compute thread" << (t.threads == 1 ? "" : "s") << " each)\n";
+      << (p.cp > 1 ? " x cp " + std::to_string(p.cp) : std::string()) << " x tp " << p.tp
+      << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads << " compute thread"
+      << (t.threads == 1 ? "" : "s") << " each)\n";
   if (s.world_size() > 1) out << "comm:       " << describe_comm(s) << "\n";
   out << "model:      " << m.type << (m.preset.empty() ? "" : " " + m.preset) << ": " << m.n_layer
       << " layers, " << m.n_head << " heads x " << m.d_model / m.n_head << ", d_model " << m.d_model

@@ -116,9 +116,9 @@ void check_moe(const JobSpec& s, const Checker& c) {
 void check_parallel(const JobSpec& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const ModelSpec& m = s.model;
-  const long long world = 1LL * p.dp * p.tp * p.pp;
+  const long long world = 1LL * p.dp * p.tp * p.pp * p.cp;
   if (world > (1 << 20)) {
-    c.fail("parallel.dp", "dp × tp × pp = " + std::to_string(world) +
+    c.fail("parallel.dp", "dp × tp × pp × cp = " + std::to_string(world) +
                               " workers is more than trainctl supports (1048576).");
   }
   // Megatron splits heads, the vocabulary (embedding/logits) and the MLP's 4·d_model hidden
@@ -533,6 +533,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_moe(spec, c);
   check_parallel(spec, c);
   check_zero_bubble(spec, c);
+  check_context_parallel(spec, locations);
   check_dp_sync(spec, c);
   check_powersgd(spec, c);
   check_parameter_server(spec, c);

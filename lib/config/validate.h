@@ -8,5 +8,7 @@ namespace trainctl::config::detail {
 
 // `spec` has absolute paths. Throws InputError pointing at the key most likely wrong.
 void validate_job_spec(const JobSpec& spec, const Locations& locations);
+// parallel.cp's rules (config/validate_context_parallel.cpp); called by validate_job_spec.
+void check_context_parallel(const JobSpec& spec, const Locations& locations);
 
 }  // namespace trainctl::config::detail

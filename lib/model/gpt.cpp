@@ -19,6 +19,7 @@ ModelContext make_context(const ModelConfig& config, const GptOptions& options, 
   ctx.T = seq_len;
   ctx.recompute = options.recompute;
   ctx.tp = options.tp;
+  ctx.cp = options.cp;
   return ctx;
 }
 
@@ -47,6 +48,14 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
   }
   if (options.slots < 1) throw std::invalid_argument("Gpt: slots must be >= 1");
   check_tp_divisible(config, tp);
+  if (ctx_.cp.active()) {
+    if (options.cp_group == nullptr || options.cp_group->size() != ctx_.cp.cp ||
+        options.cp_group->rank() != ctx_.cp.rank || seq_len != ctx_.cp.local_len()) {
+      throw std::invalid_argument("Gpt: a context-parallel shard needs its CP communicator");
+    }
+    cp_ring_ = std::make_unique<comm::RingExchange>(*options.cp_group);
+    ctx_.cp_ring = cp_ring_.get();
+  }
   ctx_.backend = &backend;
   ctx_.params = &params_;
   ParamList list(ctx_.shard);

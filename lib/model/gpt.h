@@ -57,7 +57,11 @@ struct MoeLayer {
 struct GptOptions {
   GptShardSpec shard;                // empty chunks: the whole model
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
-  int slots = 1;                     // micro-batches in flight per chunk
+  // Context parallelism (model/context_chunks.h): seq_len is then the local length
+  // (seq_len / cp of the whole sequence) and `cp` the CP ring (required when cp.cp > 1).
+  ContextChunks cp;
+  comm::Communicator* cp_group = nullptr;
+  int slots = 1;  // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
   // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
@@ -196,6 +200,9 @@ class Gpt {
   // Each block's forward and backward (and the LM head's) become timeline events while
   // `trace` records (null: none).
   void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
+  // The CP ring's exchanges (its times: ring traffic and the part not hidden), or null
+  // without context parallelism.
+  comm::RingExchange* cp_ring() const { return cp_ring_.get(); }
 
  private:
   void check_slot(int chunk, int slot) const;
@@ -211,6 +218,7 @@ class Gpt {
   std::function<void(int)> grad_ready_;
   BlockHooks block_hooks_;
   observe::TraceRecorder* trace_ = nullptr;
+  std::unique_ptr<comm::RingExchange> cp_ring_;  // the CP ring's thread (cp > 1)
 };
 
 }  // namespace trainctl::model

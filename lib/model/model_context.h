@@ -8,6 +8,8 @@
 #include <cstddef>
 
 #include "comm/communicator.h"
+#include "comm/ring_exchange.h"
+#include "model/context_chunks.h"
 #include "model/model_config.h"
 #include "model/parameters.h"
 #include "model/recompute.h"
@@ -27,6 +29,10 @@ struct ModelContext {
   ops::Backend* backend = nullptr;   // null: declaration and accounting only
   ParameterSet* params = nullptr;    // null likewise
   comm::Communicator* tp = nullptr;  // the TP group (when shard.tp_size > 1)
+  // Context parallelism: T is this rank's two chunks of each sequence; attention runs
+  // around the CP ring (model/ring_attention.h), positions are the tokens' true ones.
+  ContextChunks cp;
+  comm::RingExchange* cp_ring = nullptr;  // null while counting memory or at cp 1
   // The gradient scale of the micro-batch being run forward (Gpt::forward_chunk sets it; 0
   // for a forward without backward): what each token's loss contributes to the gradients.
   // Losses computed inside blocks (the MoE auxiliary loss) scale their gradients by it.

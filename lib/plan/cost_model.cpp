@@ -46,6 +46,8 @@ CostInputs cost_inputs(const config::JobSpec& spec) {
   in.tp = spec.parallel.tp;
   in.pp = spec.parallel.pp;
   in.dp = spec.parallel.dp;
+  in.cp = spec.parallel.cp;
+  in.kv_fraction = static_cast<double>(spec.model.kv_heads()) / spec.model.n_head;
   in.micro_batch_size = spec.training.micro_batch_size;
   in.global_batch_size = spec.training.global_batch_size;
   in.schedule = spec.parallel.schedule;
@@ -96,7 +98,7 @@ int check_layout(const CostInputs& in, const ClusterSpec& cluster, int v) {
     throw InputError("cost model: model.n_head " + std::to_string(in.n_head) +
                      " is not divisible by parallel.tp " + std::to_string(in.tp));
   }
-  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp;
+  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp * in.cp;
   const int nodes = static_cast<int>((world + cluster.gpus_per_node - 1) / cluster.gpus_per_node);
   if (cluster.nodes > 0 && nodes > cluster.nodes) {
     throw InputError("cost model: the layout needs " + std::to_string(world) + " GPUs (" +
@@ -111,8 +113,9 @@ int check_layout(const CostInputs& in, const ClusterSpec& cluster, int v) {
 // cluster reaches.
 struct Sizes {
   double b, s, h, a, V, t, l;
-  double m;  // micro-batches per DP rank and step
-  double P;  // one layer's matrix weights
+  double sl;  // tokens of each sequence on one rank: s / cp
+  double m;   // micro-batches per DP rank and step
+  double P;   // one layer's matrix weights
   double flop_rate, byte_rate, act;
 };
 
@@ -120,6 +123,7 @@ Sizes sizes_of(const CostInputs& in, const ClusterSpec& cluster) {
   Sizes z;
   z.b = in.micro_batch_size;
   z.s = in.seq_len;
+  z.sl = static_cast<double>(in.seq_len) / in.cp;
   z.h = in.d_model;
   z.a = in.n_head;
   z.V = in.vocab_size;
@@ -140,10 +144,11 @@ struct LayerCost {
 };
 
 LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_link) {
-  const double b = z.b, s = z.s, h = z.h, a = z.a, t = z.t, act = z.act;
+  const double b = z.b, s = z.sl, h = z.h, a = z.a, t = z.t, act = z.act;
   // Matmuls: QKV, projection and the MLP's (2bsP; GPT's 24bsh^2) and the attention scores
-  // and their use (4bs^2h).
-  const double layer_flops = (2 * b * s * z.P + 4 * b * s * s * h) / t;
+  // and their use (4bs^2h); under cp each rank has s / cp tokens and 1 / cp of the
+  // attention (the load-balanced chunks: 4 b S^2 h / cp for the whole sequence's S).
+  const double layer_flops = (2 * b * s * z.P + 4 * b * z.s * z.s * h / in.cp) / t;
   // Elementwise kernels write what they produce once and read it once: per layer that is
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
@@ -204,25 +209,51 @@ void add_pipeline(CostBreakdown& c, const CostInputs& in, const ClusterSpec& clu
   c.bubble = m * per_micro * c.bubble_fraction / (1 - c.bubble_fraction);
   // Each chunk boundary sends activations forward and gradients back; with TP each rank
   // sends its 1/t share (Megatron's scatter/gather) and the TP group allgathers it.
-  const LinkTier& pp_link = tier_for(in.tp * in.dp, in.pp, cluster);
+  const LinkTier& pp_link = tier_for(in.tp * in.cp * in.dp, in.pp, cluster);
   c.pp_link = pp_link.name;
-  const double message = z.b * z.s * z.h * z.act;
+  const double message = z.b * z.sl * z.h * z.act;
   c.pp_comm =
       m * 2 * v *
       (p2p_seconds(message / z.t, pp_link) + ring_allgather_seconds(message, in.tp, tp_link));
+}
+
+// Ring attention (model/ring_attention.h), per layer and micro-batch: forward passes the
+// K/V block cp - 1 hops, backward cp - 1 hops of K/V and cp of their gradients (full
+// recomputation runs the forward again). Each hop overlaps one block's attention compute
+// (a 1 / cp share of the rank's attention; backward about twice the forward's).
+void add_context_ring(CostBreakdown& c, const CostInputs& in, const ClusterSpec& cluster,
+                      const Sizes& z, double layers) {
+  if (in.cp <= 1) {
+    c.cp_link = "-";
+    return;
+  }
+  const LinkTier& link = tier_for(in.tp, in.cp, cluster);
+  c.cp_link = link.name;
+  const double block = 2 * z.b * z.sl * z.h * in.kv_fraction / z.t * z.act;
+  const double hop = p2p_seconds(block, link);
+  const double attention = 4 * z.b * z.s * z.s * z.h / in.cp / z.t / z.flop_rate;
+  const double step_fwd = attention / in.cp, step_bwd = 2 * step_fwd;
+  const double fwd_hops = (in.cp - 1) * (in.recompute == "full" ? 2 : 1);
+  const double bwd_hops = 2.0 * in.cp - 1;
+  const double per_layer = (fwd_hops + bwd_hops) * hop;
+  const double exposed =
+      fwd_hops * std::max(0.0, hop - step_fwd) + bwd_hops * std::max(0.0, hop - step_bwd);
+  c.cp_comm_total = z.m * layers * per_layer;
+  c.cp_comm = z.m * layers * exposed;
 }
 
 // Step time, throughput and utilisation from the parts; `rec_flops` per layer as in
 // LayerCost.
 void add_totals(CostBreakdown& c, const CostInputs& in, const ClusterSpec& cluster, const Sizes& z,
                 double rec_flops) {
-  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp;
+  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp * in.cp;
   const double s = z.s, h = z.h, l = z.l;
   c.step_seconds = c.compute + c.recompute + c.tp_comm + c.pp_comm + c.dp_comm + c.bubble;
   const double B = in.global_batch_size;
   const double per_seq_layer = 2 * s * z.P + 4 * s * s * h;
   c.model_flops = 3 * B * (l * per_seq_layer + 2 * s * h * z.V);
-  c.hardware_flops = c.model_flops + B * l * rec_flops * z.t / z.b;
+  c.hardware_flops = c.model_flops + B * l * rec_flops * z.t * in.cp / z.b;
+  c.step_seconds += c.cp_comm;
   c.tokens_per_second = B * s / c.step_seconds;
   c.tflops_per_gpu = c.hardware_flops / c.step_seconds / static_cast<double>(world) / 1e12;
   c.mfu =
@@ -236,7 +267,7 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   CostBreakdown c;
   c.nodes = check_layout(in, cluster, v);
   const Sizes z = sizes_of(in, cluster);
-  const double b = z.b, s = z.s, h = z.h, V = z.V, t = z.t, m = z.m;
+  const double b = z.b, s = z.sl, h = z.h, V = z.V, t = z.t, m = z.m;
   const LinkTier& tp_link = tier_for(1, in.tp, cluster);
   const LayerCost layer = layer_cost(in, z, tp_link);
 
@@ -270,9 +301,12 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   // Data parallelism: the stage's gradients, reduced once per step after the last
   // micro-batch; the last backward can hide up to dp_overlap of its own time.
   const double stage_params = layers_per_stage * (z.P + 13 * h) / t + V * h / t;
-  const LinkTier& dp_link = tier_for(in.tp, in.dp, cluster);
-  c.dp_link = in.dp > 1 ? dp_link.name : "-";
-  c.dp_comm_total = ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp, dp_link);
+  // Gradients are reduced over dp x cp (the CP ranks hold the same parameters).
+  const LinkTier& dp_link = tier_for(in.tp, in.dp * in.cp, cluster);
+  c.dp_link = in.dp * in.cp > 1 ? dp_link.name : "-";
+  c.dp_comm_total =
+      ring_allreduce_seconds(stage_params * cluster.gradient_bytes, in.dp * in.cp, dp_link);
+  add_context_ring(c, in, cluster, z, layers_per_stage);
   const double last_backward = layers_per_stage * 2 * layer.fwd + 2 * logit_time / 3;
   c.dp_comm = std::max(0.0, c.dp_comm_total - cluster.dp_overlap * last_backward);
   // The optimizer step (AdamW): about 30 bytes read or written per local parameter
@@ -283,11 +317,12 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
 }
 
 std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const CostBreakdown& c) {
-  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp;
+  const long long world = static_cast<long long>(in.tp) * in.pp * in.dp * in.cp;
   std::string out = "cluster " + cluster.name + ": " + std::to_string(world) + " x " +
                     cluster.device + " on " + std::to_string(c.nodes) +
                     (c.nodes == 1 ? " node" : " nodes") + " (tp on " + c.tp_link + ", pp on " +
-                    c.pp_link + ", dp on " + c.dp_link + ")\n";
+                    c.pp_link + ", dp on " + c.dp_link +
+                    (in.cp > 1 ? ", cp " + std::to_string(in.cp) + " on " + c.cp_link : "") + ")\n";
   out += "predicted step " + fmt("%.4g", c.step_seconds) + " s, " +
          fmt("%.4g", c.tokens_per_second) + " tokens/s, " + fmt("%.4g", c.tflops_per_gpu) +
          " TFLOP/s per GPU (recomputation counted), MFU " + fmt("%.1f%%", 100 * c.mfu) + "\n";
@@ -300,6 +335,7 @@ std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const 
   line("tp communication", c.tp_comm);
   line("pp communication", c.pp_comm);
   line("dp communication", c.dp_comm);
+  if (in.cp > 1) line("cp communication", c.cp_comm);
   line("pipeline bubble ", c.bubble);
   out += "  (dp gradient reduction " + fmt("%.4g s", c.dp_comm_total) +
          ", the rest hidden behind the last backward)\n";
@@ -312,6 +348,11 @@ std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const 
              fmt(", %.4g ms", 1e3 * c.stage_seconds[st]) +
              (c.stage_seconds[st] == slowest ? " (slowest)\n" : "\n");
     }
+  }
+  if (in.cp > 1) {
+    out += "  (cp ring traffic " + fmt("%.4g s", c.cp_comm_total) + ", " +
+           fmt("%.0f%%", 100 * (1 - c.cp_comm / std::max(c.cp_comm_total, 1e-300))) +
+           " hidden behind ring attention's compute)\n";
   }
   return out;
 }
@@ -334,7 +375,10 @@ std::string cost_json(const CostBreakdown& c) {
                       {"pp_link", c.pp_link},
                       {"dp_link", c.dp_link},
                       {"stage_layers", c.stage_layers},
-                      {"stage_seconds", c.stage_seconds}};
+                      {"stage_seconds", c.stage_seconds},
+                      {"cp_comm", c.cp_comm},
+                      {"cp_comm_total", c.cp_comm_total},
+                      {"cp_link", c.cp_link}};
   return j.dump();
 }
 

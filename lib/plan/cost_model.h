@@ -5,7 +5,12 @@
 // schedule's bubble, and recomputation. docs/cost-model.md states the formulas and checks
 // them against Narayanan et al. 2021 (tests/data/megatron_2021_table1.csv).
 //
-// Placement: ranks are numbered tp fastest, then dp, then pp (Megatron's order) and filled
+// Context parallelism (cp): each rank runs seq_len / cp tokens of every sequence and
+// 1 / cp of the causal attention work; ring attention sends the K/V blocks (and in backward
+// their gradients) around the CP ring, each hop hidden behind one block's attention compute
+// where it is shorter (docs/cost-model.md).
+//
+// Placement: ranks are numbered tp fastest, then cp, then dp, then pp (Megatron's order) and filled
 // node by node; a group stays on the intra-node tier when the ranks it spans fit one node.
 #include <string>
 #include <vector>
@@ -20,7 +25,8 @@ struct CostInputs {
   // Weights of one layer's matrices (its matmul FLOPs are 2 per weight per token); 0 = GPT's
   // 12 d_model^2. Llama: (n_head + 2 n_kv_head) head_dim d_model + d_model^2 + 3 ffn d_model.
   double layer_matrix_params = 0;
-  int tp = 1, pp = 1, dp = 1;
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  double kv_fraction = 1.0;  // n_kv_head / n_head: the share of K/V in ring traffic
   int micro_batch_size = 1;
   int global_batch_size = 1;
   std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
@@ -49,6 +55,8 @@ struct CostBreakdown {
   double pp_comm = 0;        // pipeline sends/receives on the critical path
   double dp_comm = 0;        // exposed part of the data-parallel gradient reduction
   double dp_comm_total = 0;  // all of it, before overlap with the last backward
+  double cp_comm = 0;        // ring attention's K/V traffic not hidden behind its compute
+  double cp_comm_total = 0;  // all of it
   double bubble = 0;         // pipeline fill and drain
   double bubble_fraction = 0;
   // What the step does: FLOPs counted per op (recomputation included) over all GPUs.
@@ -57,7 +65,7 @@ struct CostBreakdown {
   double tokens_per_second = 0;
   double tflops_per_gpu = 0;              // hardware_flops / step / GPUs (the paper's "achieved")
   double mfu = 0;                         // model_flops / step / GPUs / peak
-  std::string tp_link, pp_link, dp_link;  // tier names ("-" for a group of one)
+  std::string tp_link, pp_link, dp_link, cp_link;  // tier names ("-" for a group of one)
   // Per pipeline stage: its blocks and the seconds of one micro-batch's forward + backward
   // on it (recomputation and TP communication included, the LM head on the last); the
   // slowest paces the pipeline.

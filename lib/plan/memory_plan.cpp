@@ -38,10 +38,13 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                           par.virtual_stages, par.tp, 0, stage_split_of(par));
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
+  // ring's K/V blocks (model/ring_attention.h, counted as workspace).
+  options.cp = model::ContextChunks::of(par.cp, 0, spec.model.seq_len);
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
-                                 spec.model.seq_len);
+                                 spec.model.seq_len / par.cp);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -52,8 +55,10 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const auto params = static_cast<double>(g.params);
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
-  const int zero = par.dp > 1 ? par.zero : 0;  // as data_parallel_options
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp);
+  // ZeRO shards over the gradient group: dp x cp (as data_parallel_options).
+  const int dp_cp = par.dp * par.cp;
+  const int zero = dp_cp > 1 ? par.zero : 0;
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp);
   const auto shard_floats = static_cast<double>(shard.shard_size);
   if (spec.optimizer.type == "adamw") {
     b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
@@ -69,14 +74,14 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
     // gather and two gradient buffers of the largest unit (with their reduced shards).
     const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
-        parallel::zero3_units(model::gpt_param_specs(config, options.shard), par.dp));
+        parallel::zero3_units(model::gpt_param_specs(config, options.shard), dp_cp));
     b.parameters = static_cast<double>(z.shard) * kFloat;
     b.gradients = b.parameters;
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;
   }
-  const double boundary =
-      static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
+  const double boundary = static_cast<double>(spec.training.micro_batch_size) *
+                          (spec.model.seq_len / par.cp) * spec.model.d_model;
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
@@ -98,7 +103,11 @@ std::string mib(double bytes) {
 std::string ranks_of_stage(const Layout& layout, int stage) {
   std::vector<int> ranks;
   for (int dp = 0; dp < layout.dp; ++dp) {
-    for (int tp = 0; tp < layout.tp; ++tp) ranks.push_back(comm::rank_of(layout, {dp, tp, stage}));
+    for (int cp = 0; cp < layout.cp; ++cp) {
+      for (int tp = 0; tp < layout.tp; ++tp) {
+        ranks.push_back(comm::rank_of(layout, {dp, tp, stage, cp}));
+      }
+    }
   }
   std::sort(ranks.begin(), ranks.end());
   if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size())) {
@@ -199,7 +208,7 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     s.training.activation_checkpointing = mode;
     consider(std::string("training.activation_checkpointing: ") + mode, s);
   }
-  if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
+  if (spec.parallel.dp * spec.parallel.cp > 1 && spec.optimizer.type == "adamw") {
     const int most = spec.device == Device::cuda ? 2 : 3;  // ZeRO-3 runs on the CPU only
     for (int zero = spec.parallel.zero + 1; zero <= most; ++zero) {
       config::JobSpec s = spec;
@@ -218,6 +227,18 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     config::JobSpec s = spec;
     s.parallel.pp *= 2;
     consider("parallel.pp: " + std::to_string(s.parallel.pp) + " (" +
+                 std::to_string(s.world_size()) + " workers)",
+             s);
+  }
+  // Context parallelism splits each sequence: activations fall by about 1 / cp. Offered
+  // where validate would take it (config/validate_context_parallel.cpp).
+  if (spec.device == Device::cpu && !spec.model.moe.enabled() &&
+      spec.parallel.mode == "data_parallel" && spec.parallel.dp_sync == "allreduce" &&
+      spec.parallel.grad_compression != "powersgd" &&
+      spec.model.seq_len % (4 * spec.parallel.cp) == 0) {
+    config::JobSpec s = spec;
+    s.parallel.cp *= 2;
+    consider("parallel.cp: " + std::to_string(s.parallel.cp) + " (" +
                  std::to_string(s.world_size()) + " workers)",
              s);
   }

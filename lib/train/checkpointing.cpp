@@ -86,7 +86,8 @@ void Checkpointer::save(int64_t step, bool async) {
     snap->shards.push_back(p.shard);
     snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
   };
-  if (e_.groups.coord.dp == 0) {
+  // CP ranks hold the same parameters as CP rank 0 (context parallelism splits tokens).
+  if (e_.groups.coord.dp == 0 && e_.groups.coord.cp == 0) {
     for (const model::Param& p : params.list()) {
       if (!writes_param(p)) continue;
       add(p.name, p, gathered.empty() ? params.data() : gathered.data());

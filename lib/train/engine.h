@@ -107,6 +107,13 @@ struct Engine {
   // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
   // then summed, so the result equals one worker processing the whole global batch.
   float grad_scale;
+  // Context parallelism: this rank's two chunks of each sequence, cut from the batch's
+  // whole sequences (model/context_chunks.h); the buffers hold the step's cut
+  // micro-batches (a pipeline schedule keeps several in flight).
+  model::ContextChunks cp_chunks;
+  std::vector<int32_t> cp_tokens, cp_targets;
+  // Micro-batch `m`'s rows the model runs on: `full` itself, or this rank's chunks of it.
+  const int32_t* local_rows(const int32_t* full, std::vector<int32_t>& buffer, int m = 0);
 };
 
 }  // namespace trainctl::train

@@ -53,7 +53,7 @@ void export_model(const model::Gpt& gpt, const RunOptions& options, comm::Proces
   }
   comm::Communicator& world = *groups.world;
   if (groups.rank != 0) {
-    if (groups.coord.dp == 0) {
+    if (groups.coord.dp == 0 && groups.coord.cp == 0) {
       world.send(flat, static_cast<size_t>(params.total()) * sizeof(float), 0, kExportTag);
     }
     return;

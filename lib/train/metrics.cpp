@@ -126,6 +126,8 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["comm_bytes_window"] = m.comm_bytes_window;
     if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
     if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
+    if (m.cp_ring_ms) j["cp_ring_ms"] = *m.cp_ring_ms;
+    if (m.cp_ring_exposed_ms) j["cp_ring_exposed_ms"] = *m.cp_ring_exposed_ms;
     j["optimizer_state_mb"] = m.optimizer_state_mb;
     if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
     if (m.skipped) j["skipped"] = true;

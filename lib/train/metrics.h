@@ -47,6 +47,11 @@ struct StepMetrics {
   // step_ms (the measured bubble, comparable to `trainctl plan`'s).
   std::vector<double> pipeline_idle_ms;
   std::optional<double> pipeline_bubble;
+  // Context parallelism (cp > 1): this rank's ring-attention K/V traffic in the step (time
+  // the CP ring's thread spent exchanging) and the part attention waited for, not hidden
+  // behind its compute (comm/ring_exchange.h).
+  std::optional<double> cp_ring_ms;
+  std::optional<double> cp_ring_exposed_ms;
   double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
   // fp16 only: the loss scale this step's gradients carried, and whether they overflowed
   // (the update was skipped and the scale halved).

@@ -29,7 +29,18 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
   // dp > 1 only).
   o.unbound_params = p.zero == 3 && groups.dp->size() > 1;
+  o.cp = context_chunks(options, groups);
+  o.cp_group = groups.cp.get();
   return o;
+}
+
+model::ContextChunks context_chunks(const RunOptions& options, const comm::ProcessGroups& groups) {
+  return model::ContextChunks::of(options.parallel.layout.cp, groups.coord.cp,
+                                  options.model.seq_len);
+}
+
+int local_seq_len(const RunOptions& options) {
+  return options.model.seq_len / options.parallel.layout.cp;
 }
 
 parallel::DataParallelOptions data_parallel_options(const ParallelOptions& parallel,

@@ -95,6 +95,12 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTi
   m.comm_bytes = mean.sent_bytes;
   m.comm_bytes_window = timer.window().total().sent_bytes;
   m.mem_peak_mb = static_cast<double>(e.backend->peak_allocated_bytes()) / kMiB;
+  if (comm::RingExchange* ring = e.gpt.cp_ring()) {  // since the last step's measurement
+    const comm::RingExchange::Times t = ring->times();
+    ring->reset_times();
+    m.cp_ring_ms = t.busy_s * 1e3;
+    m.cp_ring_exposed_ms = t.waited_s * 1e3;
+  }
   if (e.backend->device() == Device::cuda) m.device_mem_peak_mb = m.mem_peak_mb;
   if (!logged) return m;
   if (const std::optional<size_t> rss = peak_rss_bytes()) {

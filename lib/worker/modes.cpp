@@ -86,12 +86,13 @@ int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env)
     comm::run_collective_self_test(groups, options);
     spdlog::info("self-test round {}/{} passed: verified {}", i, repeat, describe_groups(groups));
   }
-  launch::write_console(env.console_fd, "selftest passed: " + std::to_string(env.world_size) +
-                                            " ranks (dp " + std::to_string(groups.layout.dp) +
-                                            " x tp " + std::to_string(groups.layout.tp) + " x pp " +
-                                            std::to_string(groups.layout.pp) + "), " +
-                                            std::to_string(repeat) +
-                                            " round(s), every group's collectives verified\n");
+  launch::write_console(
+      env.console_fd,
+      "selftest passed: " + std::to_string(env.world_size) + " ranks (dp " +
+          std::to_string(groups.layout.dp) + " x tp " + std::to_string(groups.layout.tp) +
+          " x pp " + std::to_string(groups.layout.pp) +
+          (groups.layout.cp > 1 ? " x cp " + std::to_string(groups.layout.cp) : std::string()) +
+          "), " + std::to_string(repeat) + " round(s), every group's collectives verified\n");
   return kExitOk;
 }
 
