@@ -18,6 +18,11 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> dp;
   std::unique_ptr<Communicator> tp;
   std::unique_ptr<Communicator> pp;
+  // Expert parallelism (layout.ep > 1; comm/rank_coords.h): the ranks that split the
+  // experts, and the DP ranks holding the same experts. Null when ep is 1 (the experts
+  // are whole on every DP rank and their gradients go with dp).
+  std::unique_ptr<Communicator> ep;
+  std::unique_ptr<Communicator> edp;
   // Set when the communicators above are wrapped for the hang watchdog
   // (comm/watched_communicator.h); null otherwise. The engine calls
   // progress->set_step(step) so timeout reports name the step.

@@ -16,6 +16,7 @@ ModelContext make_context(const ModelConfig& config, const GptOptions& options, 
   ctx.T = seq_len;
   ctx.recompute = options.recompute;
   ctx.tp = options.tp;
+  ctx.ep = options.ep;
   return ctx;
 }
 

@@ -46,6 +46,7 @@ namespace trainctl::model {
 struct GptOptions {
   GptShardSpec shard;                // empty chunks: the whole model
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
+  comm::Communicator* ep = nullptr;  // the ep group (required when shard.ep_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's

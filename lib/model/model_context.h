@@ -25,6 +25,7 @@ struct ModelContext {
   ops::Backend* backend = nullptr;   // null: declaration and accounting only
   ParameterSet* params = nullptr;    // null likewise
   comm::Communicator* tp = nullptr;  // the TP group (when shard.tp_size > 1)
+  comm::Communicator* ep = nullptr;  // the expert-parallel group (when shard.ep_size > 1)
   // The gradient scale of the micro-batch being run forward (Gpt::forward_chunk sets it; 0
   // for a forward without backward): what each token's loss contributes to the gradients.
   // Losses computed inside blocks (the MoE auxiliary loss) scale their gradients by it.

@@ -76,11 +76,17 @@ double DataParallel::grad_norm() {
   double local = 0.0;
   if (zero_) {
     local = zero_->local_grad_sumsq(norm_.counted);
-  } else if (dp_.rank() == 0) {  // DP replicas hold the same summed gradient: count one
+  } else {
+    // DP replicas hold the same summed gradient: count one (of each expert block, the
+    // first DP rank holding it).
     const float* grads = gpt_.params().grads();
-    for (const auto& [b, e] : norm_.counted) {
-      local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
-    }
+    auto add = [&](const std::vector<FloatRange>& ranges) {
+      for (const auto& [b, e] : ranges) {
+        local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
+      }
+    };
+    if (dp_.rank() == 0) add(norm_.counted);
+    if (norm_.expert_dp != nullptr && norm_.expert_dp->rank() == 0) add(norm_.expert_counted);
   }
   return std::sqrt(allsum_exact(*norm_.group, local));
 }
@@ -99,10 +105,12 @@ double DataParallel::replica_grad_norm() {
       world, local, [&](int rank) { return (rank / norm_.dp_stride) % dp_.size() == replica; }));
 }
 
-std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
+namespace {
+std::vector<FloatRange> counted_ranges(const model::ParameterSet& params,
+                                       bool (*take)(const model::Param&)) {
   std::vector<FloatRange> out;
   for (const model::Param& p : params.list()) {
-    if (p.tied_copy || (!p.shard.split() && p.shard.index != 0)) continue;
+    if (!take(p) || p.tied_copy || (!p.shard.split() && p.shard.index != 0)) continue;
     if (!out.empty() && out.back().second >= p.offset) {
       out.back().second = p.offset + p.numel;
     } else {
@@ -110,6 +118,16 @@ std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
     }
   }
   return out;
+}
+}  // namespace
+
+std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params, bool skip_experts) {
+  if (!skip_experts) return counted_ranges(params, [](const model::Param&) { return true; });
+  return counted_ranges(params, [](const model::Param& p) { return !p.expert; });
+}
+
+std::vector<FloatRange> expert_counted_ranges(const model::ParameterSet& params) {
+  return counted_ranges(params, [](const model::Param& p) { return p.expert; });
 }
 
 double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale) {

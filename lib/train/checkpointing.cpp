@@ -85,13 +85,14 @@ void Checkpointer::save(int64_t step, bool async) {
     snap->shards.push_back(p.shard);
     snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
   };
-  if (e_.groups.coord.dp == 0) {
-    for (const model::Param& p : params.list()) {
-      if (!writes_param(p)) continue;
-      add(p.name, p, gathered.empty() ? params.data() : gathered.data());
-      for (size_t k = 0; k < opt.names.size(); ++k) {
-        add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
-      }
+  // DP replica 0 writes; with expert parallelism each block of routed experts is written by
+  // the first DP rank holding it (dp rank < ep), under the experts' global indices.
+  const int dp_rank = e_.groups.coord.dp;
+  for (const model::Param& p : params.list()) {
+    if (!writes_param(p) || (p.expert ? dp_rank >= e_.groups.layout.ep : dp_rank != 0)) continue;
+    add(p.name, p, gathered.empty() ? params.data() : gathered.data());
+    for (size_t k = 0; k < opt.names.size(); ++k) {
+      add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
     }
   }
   // dp_sync local_sgd / diloco: each replica's own state and DiLoCo's outer state.
