@@ -249,3 +249,28 @@ TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][
     }
   }
 }
+
+TEST_CASE("MoE: plan and validate print each rank's experts; plan --cluster costs the all-to-all",
+          "[plan][moe][ep]") {
+  TempDir dir("plan-moe-ep");
+  const fs::path job = dir.path() / "job.yaml";
+  write_job(job, "plan", model_of("gpt", "aux_loss"), "{dp: 4, ep: 2}");
+  // gpt experts: 2·24·32 + 24 + 32 = 1592 floats each; 2 of 4 per MoE layer on a rank, two
+  // MoE layers: 4 · 1592 · 4 bytes = 25472 bytes = 0.02 MiB.
+  for (const std::string cmd : {"plan", "validate"}) {
+    const ProcResult r = run_trainctl({cmd, job.string()}, dir.path());
+    INFO(cmd << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("experts per rank (ep 2, 4 routed experts per MoE layer):"));
+    CHECK_THAT(r.out, Catch::Contains("stage 0: 2 experts per MoE layer, 0.02 MiB weights"));
+  }
+  const std::string cluster = std::string(TRAINCTL_SOURCE_DIR) + "/configs/clusters/dgx-a100.yaml";
+  const ProcResult ep1 = run_trainctl(
+      {"plan", job.string(), "--cluster", cluster, "--json", "--set", "parallel.ep=1"}, dir.path());
+  const ProcResult ep2 = run_trainctl({"plan", job.string(), "--cluster", cluster}, dir.path());
+  INFO(ep1.out << ep1.err << ep2.out << ep2.err);
+  REQUIRE(ep2.exit_code == 0);
+  CHECK_THAT(ep2.out, Catch::Contains("ep all-to-all"));
+  REQUIRE(ep1.exit_code == 0);
+  CHECK_THAT(ep1.out, Catch::Contains("\"ep_comm\":0.0"));
+}
