@@ -37,7 +37,13 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
   if (zero_stage_ == 0) {
     optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
   } else {
-    auto zero = std::make_unique<ZeroAdamW>(dp, gpt.params(), backend, optimizer, zero_stage_);
+    // Expert parallelism: the DP ranks differ in their experts, so ZeRO-1 shards over the
+    // expert-DP group, whose ranks hold the same parameters and (after GradSync's dp and
+    // edp sums) the same gradients. validate refuses ZeRO-2 there (its reduce-scatter
+    // would sum the dense gradients over edp only).
+    comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
+    auto zero =
+        std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }
@@ -74,7 +80,13 @@ double DataParallel::grad_norm() {
     return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
   }
   double local = 0.0;
-  if (zero_) {
+  if (zero_ && norm_.expert_dp != nullptr) {
+    // ZeRO-1 over expert-DP: each edp group holds the whole (summed) buffer in shards;
+    // the dense part is counted in the first one only (ep rank 0), every group's experts.
+    const int ep = dp_.size() / norm_.expert_dp->size();
+    if (dp_.rank() % ep == 0) local = zero_->local_grad_sumsq(norm_.counted);
+    local += zero_->local_grad_sumsq(norm_.expert_counted);
+  } else if (zero_) {
     local = zero_->local_grad_sumsq(norm_.counted);
   } else {
     // DP replicas hold the same summed gradient: count one (of each expert block, the

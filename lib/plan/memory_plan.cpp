@@ -54,7 +54,8 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
   const int zero = par.dp > 1 ? par.zero : 0;  // as data_parallel_options
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp);
+  // ZeRO shards over the ranks holding the same parameters: dp, or dp / ep with experts split.
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp / par.ep);
   const auto shard_floats = static_cast<double>(shard.shard_size);
   if (spec.optimizer.type == "adamw") {
     b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;

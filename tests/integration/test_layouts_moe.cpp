@@ -178,6 +178,7 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
     const std::vector<std::pair<std::string, std::string>> layouts = {
         {"d2e2", "{dp: 2, ep: 2}"},
         {"d4e2", "{dp: 4, ep: 2}"},
+        {"d4e2-zero1", "{dp: 4, ep: 2, zero: 1}"},
         {"d4e4", "{dp: 4, ep: 4}"},
         {"d2e2t2", "{dp: 2, ep: 2, tp: 2}"},
         {"d2e2p2", "{dp: 2, ep: 2, pp: 2, schedule: 1f1b}"},
