@@ -42,8 +42,7 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
     // edp sums) the same gradients. validate refuses ZeRO-2 there (its reduce-scatter
     // would sum the dense gradients over edp only).
     comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
-    auto zero =
-        std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
+    auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }

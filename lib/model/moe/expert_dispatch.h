@@ -1,5 +1,6 @@
 #pragma once
-// Expert parallelism's token exchange for one MoE layer (parallel.ep > 1, docs/expert-parallelism.md).
+// Expert parallelism's token exchange for one MoE layer (parallel.ep > 1,
+// docs/expert-parallelism.md).
 //
 // The ep group's ranks hold disjoint blocks of E / ep routed experts (rank q: experts
 // [q El, (q + 1) El), El = E / ep). Each rank routes its own tokens; its gathered rows are
