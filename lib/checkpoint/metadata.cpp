@@ -119,6 +119,8 @@ void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   m.layout.pp = static_cast<int>(json_int(l, "pp", 1, kMaxWorkers, at));
   m.layout.virtual_stages = static_cast<int>(json_int(l, "virtual_stages", 1, 64, at));
   m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 3, at));
+  // parallel.ep, recorded only when > 1 (checkpoints from before it have none).
+  if (l.contains("ep")) m.layout.ep = static_cast<int>(json_int(l, "ep", 1, kMaxWorkers, at));
   // Context parallelism (written when cp > 1): CP ranks hold the same parameters; only CP
   // rank 0 of each replica writes them, the others write empty shards.
   m.layout.cp = l.contains("cp") ? static_cast<int>(json_int(l, "cp", 1, kMaxWorkers, at)) : 1;
@@ -294,6 +296,7 @@ json to_json(const CheckpointMetadata& m) {
       {"rng", m.rng},
       {"extra", m.extra},
       {"files", std::move(files)}};
+  if (m.layout.ep != 1) doc["layout"]["ep"] = m.layout.ep;
   if (metadata_is_protected(m)) doc[kMetadataChecksumKey] = metadata_checksum(doc);
   return doc;
 }

@@ -23,6 +23,11 @@ struct ProcessGroups {
   // The context-parallel ring (comm::cp_group; a group of one when cp is 1). May be null
   // where a backend builds no CP group (CUDA: cp > 1 is refused at validate).
   std::unique_ptr<Communicator> cp;
+  // Expert parallelism (layout.ep > 1; comm/rank_coords.h): the ranks that split the
+  // experts, and the DP ranks holding the same experts. Null when ep is 1 (the experts
+  // are whole on every DP rank and their gradients go with dp).
+  std::unique_ptr<Communicator> ep;
+  std::unique_ptr<Communicator> edp;
   // Set when the communicators above are wrapped for the hang watchdog
   // (comm/watched_communicator.h); null otherwise. The engine calls
   // progress->set_step(step) so timeout reports name the step.

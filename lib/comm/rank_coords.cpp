@@ -104,4 +104,43 @@ int cp_group_index(const Layout& layout, int rank) {
   return (c.pp * layout.dp + c.dp) * layout.tp + c.tp;
 }
 
+namespace {
+int ep_of(const Layout& layout) {
+  if (layout.ep < 1 || layout.dp % layout.ep != 0) {
+    throw std::invalid_argument("invalid expert parallelism ep=" + std::to_string(layout.ep) +
+                                ": it must divide dp=" + std::to_string(layout.dp));
+  }
+  return layout.ep;
+}
+}  // namespace
+
+std::vector<int> ep_group(const Layout& layout, int rank) {
+  const int ep = ep_of(layout);
+  Coord c = coord_of(layout, rank);
+  const int first = c.dp - c.dp % ep;
+  std::vector<int> ranks;
+  for (c.dp = first; c.dp < first + ep; ++c.dp) ranks.push_back(rank_of(layout, c));
+  return ranks;
+}
+
+std::vector<int> edp_group(const Layout& layout, int rank) {
+  const int ep = ep_of(layout);
+  Coord c = coord_of(layout, rank);
+  std::vector<int> ranks;
+  for (c.dp = c.dp % ep; c.dp < layout.dp; c.dp += ep) ranks.push_back(rank_of(layout, c));
+  return ranks;
+}
+
+int ep_group_index(const Layout& layout, int rank) {
+  const int ep = ep_of(layout);
+  const Coord c = coord_of(layout, rank);
+  return (c.pp * layout.tp + c.tp) * (layout.dp / ep) + c.dp / ep;
+}
+
+int edp_group_index(const Layout& layout, int rank) {
+  const int ep = ep_of(layout);
+  const Coord c = coord_of(layout, rank);
+  return (c.pp * layout.tp + c.tp) * ep + c.dp % ep;
+}
+
 }  // namespace trainctl::comm

@@ -89,6 +89,7 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
   if (p.cp != 1) y << "  cp: " << p.cp << "\n";
+  if (p.ep != 1) y << "  ep: " << p.ep << "\n";
   if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
   if (p.grad_compression == "powersgd") {
     y << "  powersgd_rank: " << p.powersgd_rank

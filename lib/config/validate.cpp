@@ -113,6 +113,45 @@ void check_moe(const JobSpec& s, const Checker& c) {
   }
 }
 
+// parallel.ep (docs/job-spec.md): the experts of each MoE layer split over ep consecutive
+// DP ranks, tokens exchanged by all-to-all (model/moe/expert_dispatch.h).
+void check_expert_parallel(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.ep == 1) return;
+  const std::string ep = std::to_string(p.ep);
+  if (!s.model.moe.enabled()) {
+    c.fail("parallel.ep",
+           "splits the experts of mixture-of-experts layers, but the model has "
+           "none; set model.moe or use ep: 1.");
+    return;
+  }
+  if (p.dp % p.ep != 0) {
+    c.fail("parallel.ep", "must divide parallel.dp (" + std::to_string(p.dp) +
+                              "): the experts are split over ep of the DP ranks; got " + ep +
+                              ". Use ep in " + divisors_of(p.dp) + " or raise dp.");
+  }
+  const int experts = s.model.moe.num_experts;
+  if (experts % p.ep != 0) {
+    c.fail("parallel.ep", "must divide model.moe.num_experts (" + std::to_string(experts) +
+                              ") so every rank holds as many experts; got " + ep + ". Use ep in " +
+                              divisors_of(experts) + ".");
+  }
+  auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
+    c.fail(key, what +
+                    " does not combine with parallel.ep yet (it treats the DP ranks as "
+                    "replicas of every parameter); " +
+                    fix);
+  };
+  if (p.zero >= 2) {
+    refuse("parallel.zero", "ZeRO-" + std::to_string(p.zero), "use zero: 0 or 1 with ep > 1.");
+  }
+  if (p.dp_sync != "allreduce") refuse("parallel.dp_sync", p.dp_sync, "use allreduce or ep: 1.");
+  if (p.grad_compression == "powersgd") {
+    refuse("parallel.grad_compression", "powersgd", "use none or bf16, or ep: 1.");
+  }
+  if (p.mode != "data_parallel") refuse("parallel.mode", p.mode, "use data_parallel or ep: 1.");
+}
+
 void check_parallel(const JobSpec& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const ModelSpec& m = s.model;
@@ -531,6 +570,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   const Checker c(locations);
   check_model(spec, c);
   check_moe(spec, c);
+  check_expert_parallel(spec, c);
   check_parallel(spec, c);
   check_zero_bubble(spec, c);
   check_context_parallel(spec, locations);

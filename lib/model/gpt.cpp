@@ -20,6 +20,7 @@ ModelContext make_context(const ModelConfig& config, const GptOptions& options, 
   ctx.recompute = options.recompute;
   ctx.tp = options.tp;
   ctx.cp = options.cp;
+  ctx.ep = options.ep;
   return ctx;
 }
 

@@ -61,7 +61,8 @@ struct GptOptions {
   // (seq_len / cp of the whole sequence) and `cp` the CP ring (required when cp.cp > 1).
   ContextChunks cp;
   comm::Communicator* cp_group = nullptr;
-  int slots = 1;  // micro-batches in flight per chunk
+  comm::Communicator* ep = nullptr;  // the ep group (required when shard.ep_size > 1)
+  int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
   // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).

@@ -51,6 +51,10 @@ struct ParamSpec {
   // gradient is added to the first stage's and vice versa; it is not counted again in the
   // gradient norm nor exported.
   bool tied_copy = false;
+  // A routed expert's tensor (model/moe/grouped_experts.h): with expert parallelism only the
+  // DP ranks of one ep rank hold it, so its gradient is summed over the expert-data-parallel
+  // group and one of those ranks writes it to checkpoints.
+  bool expert = false;
 };
 
 // Blocks [begin, end) of the transformer, run as one unit of a pipeline.
@@ -108,6 +112,10 @@ struct GptShardSpec {
   bool head = true;       // holds ln_f and the LM head (the last pipeline stage)
   int tp_rank = 0;
   int tp_size = 1;
+  // Expert parallelism (parallel.ep): this rank holds routed experts
+  // [ep_rank * E / ep_size, (ep_rank + 1) * E / ep_size) of every MoE layer.
+  int ep_rank = 0;
+  int ep_size = 1;
 
   // The whole model on one rank.
   static GptShardSpec whole(const ModelConfig& config);

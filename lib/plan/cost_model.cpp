@@ -64,6 +64,11 @@ CostInputs cost_inputs(const config::JobSpec& spec) {
   } catch (const std::invalid_argument&) {
     in.stage_layers.clear();  // predict_step reports the layout the model cannot take
   }
+  if (spec.model.moe.enabled()) {
+    for (int l = 0; l < spec.model.n_layer; ++l) in.moe_layers += spec.model.moe_layer(l) ? 1 : 0;
+    in.top_k = spec.model.moe.top_k;
+    in.ep = spec.parallel.ep;
+  }
   return in;
 }
 
@@ -248,7 +253,8 @@ void add_totals(CostBreakdown& c, const CostInputs& in, const ClusterSpec& clust
                 double rec_flops) {
   const long long world = static_cast<long long>(in.tp) * in.pp * in.dp * in.cp;
   const double s = z.s, h = z.h, l = z.l;
-  c.step_seconds = c.compute + c.recompute + c.tp_comm + c.pp_comm + c.dp_comm + c.bubble;
+  c.step_seconds =
+      c.compute + c.recompute + c.tp_comm + c.pp_comm + c.dp_comm + c.ep_comm + c.bubble;
   const double B = in.global_batch_size;
   const double per_seq_layer = 2 * s * z.P + 4 * s * s * h;
   c.model_flops = 3 * B * (l * per_seq_layer + 2 * s * h * z.V);
@@ -298,6 +304,19 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   c.tp_comm = m * stage_tp;
   add_pipeline(c, in, cluster, z, stage_compute + stage_rec + stage_tp, v, tp_link);
 
+  // Expert parallelism: per MoE layer and micro-batch, each rank sends its b s top_k rows of
+  // h activations (spread evenly over the ep group) out and back, forward and backward, and
+  // once more each way when full recomputation reruns the forward. The ep group is ep
+  // consecutive DP ranks (stride tp).
+  if (in.ep > 1 && in.moe_layers > 0) {
+    const LinkTier& ep_link = tier_for(in.tp, in.ep, cluster);
+    c.ep_link = ep_link.name;
+    const double rows_bytes = z.b * z.s * in.top_k * z.h * z.act;
+    const double exchanges = in.recompute == "full" ? 6 : 4;
+    const double stage_moe = std::ceil(static_cast<double>(in.moe_layers) / in.pp);
+    c.ep_comm = m * stage_moe * exchanges * alltoall_seconds(rows_bytes, in.ep, ep_link);
+  }
+
   // Data parallelism: the stage's gradients, reduced once per step after the last
   // micro-batch; the last backward can hide up to dp_overlap of its own time.
   const double stage_params = layers_per_stage * (z.P + 13 * h) / t + V * h / t;
@@ -336,6 +355,7 @@ std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const 
   line("pp communication", c.pp_comm);
   line("dp communication", c.dp_comm);
   if (in.cp > 1) line("cp communication", c.cp_comm);
+  if (c.ep_comm > 0) line("ep all-to-all    ", c.ep_comm);
   line("pipeline bubble ", c.bubble);
   out += "  (dp gradient reduction " + fmt("%.4g s", c.dp_comm_total) +
          ", the rest hidden behind the last backward)\n";
@@ -368,6 +388,7 @@ std::string cost_json(const CostBreakdown& c) {
                       {"pp_comm", c.pp_comm},
                       {"dp_comm", c.dp_comm},
                       {"dp_comm_total", c.dp_comm_total},
+                      {"ep_comm", c.ep_comm},
                       {"bubble", c.bubble},
                       {"bubble_fraction", c.bubble_fraction},
                       {"nodes", c.nodes},

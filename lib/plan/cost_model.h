@@ -41,6 +41,10 @@ struct CostInputs {
   // pointwise outputs instead of the attention core. false: Megatron 2021's fused softmax,
   // which writes the scores (Narayanan et al.'s runs).
   bool flash_attention = true;
+  // Mixture of experts with expert parallelism (parallel.ep): MoE layers, routed experts
+  // per token, and the ep group size; the token all-to-all is costed, not the experts'
+  // compute difference (layer_matrix_params stays the dense layer's).
+  int moe_layers = 0, top_k = 0, ep = 1;
 };
 
 // The model, layout, batch and schedule of a job spec.
@@ -58,6 +62,9 @@ struct CostBreakdown {
   double cp_comm = 0;        // ring attention's K/V traffic not hidden behind its compute
   double cp_comm_total = 0;  // all of it
   double bubble = 0;         // pipeline fill and drain
+  // Expert parallelism's token all-to-alls (dispatch and combine, forward and backward, and
+  // the recomputed forward's with full recomputation) on the critical stage, not overlapped.
+  double ep_comm = 0;
   double bubble_fraction = 0;
   // What the step does: FLOPs counted per op (recomputation included) over all GPUs.
   double hardware_flops = 0;
@@ -66,6 +73,7 @@ struct CostBreakdown {
   double tflops_per_gpu = 0;              // hardware_flops / step / GPUs (the paper's "achieved")
   double mfu = 0;                         // model_flops / step / GPUs / peak
   std::string tp_link, pp_link, dp_link, cp_link;  // tier names ("-" for a group of one)
+  std::string ep_link = "-";
   // Per pipeline stage: its blocks and the seconds of one micro-batch's forward + backward
   // on it (recomputation and TP communication included, the LM head on the last); the
   // slowest paces the pipeline.

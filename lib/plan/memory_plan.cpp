@@ -36,6 +36,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   model::GptOptions options;
   options.shard = model::GptShardSpec::of(config, spec.model.seq_len, par.pp, stage,
                                           par.virtual_stages, par.tp, 0, stage_split_of(par));
+  options.shard.ep_size = par.ep;  // each rank's 1/ep of the routed experts and their rows
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
@@ -55,10 +56,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const auto params = static_cast<double>(g.params);
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
-  // ZeRO shards over the gradient group: dp x cp (as data_parallel_options).
+  // ZeRO shards over the ranks holding the same parameters: the gradient group dp x cp, or
+  // dp / ep for experts split over ep ranks (cp and ep are never both above 1).
   const int dp_cp = par.dp * par.cp;
-  const int zero = dp_cp > 1 ? par.zero : 0;
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp);
+  const int zero = dp_cp > 1 ? par.zero : 0;  // as data_parallel_options
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp / par.ep);
   const auto shard_floats = static_cast<double>(shard.shard_size);
   if (spec.optimizer.type == "adamw") {
     b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
@@ -90,6 +92,13 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
       parallel::weight_grads_held(program) *
       static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens)) * kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
+  if (config.moe.enabled()) {
+    b.experts_per_layer = config.moe.num_experts / par.ep;
+    for (const model::ParamSpec& p : model::gpt_param_specs(config, options.shard)) {
+      if (p.expert)
+        b.expert_parameters += static_cast<double>(numel_of(p.shard.local_shape())) * kFloat;
+    }
+  }
   return b;
 }
 
@@ -167,6 +176,18 @@ std::string format_memory_plan(const config::JobSpec& spec,
                 mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)",
                 mib(b.communication), mib(b.workspace), mib(b.total())});
   }
+  if (config.moe.enabled()) {
+    // Expert memory per rank: with parallel.ep each rank holds 1/ep of the routed experts.
+    out += "experts per rank (ep " + std::to_string(spec.parallel.ep) + ", " +
+           std::to_string(config.moe.num_experts) + " routed experts per MoE layer):\n";
+    for (const MemoryBreakdown& b : plan) {
+      const double state = spec.optimizer.type == "adamw" ? 2 : 1;
+      out += "  stage " + std::to_string(b.stage) + ": " + std::to_string(b.experts_per_layer) +
+             " experts per MoE layer, " + mib(b.expert_parameters) + " MiB weights + " +
+             mib(b.expert_parameters) + " grads + " + mib(state * b.expert_parameters) +
+             " optimizer = " + mib((2 + state) * b.expert_parameters) + " MiB\n";
+    }
+  }
   return out;
 }
 
@@ -186,6 +207,7 @@ std::string memory_plan_json(const config::JobSpec& spec,
     j["activations"] = b.activations / kMiB;
     j["communication"] = b.communication / kMiB;
     j["workspace"] = b.workspace / kMiB;
+    j["expert_parameters"] = b.expert_parameters / kMiB;
     j["total"] = b.total() / kMiB;
     ranks.push_back(std::move(j));
   }

@@ -86,14 +86,16 @@ void Checkpointer::save(int64_t step, bool async) {
     snap->shards.push_back(p.shard);
     snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
   };
-  // CP ranks hold the same parameters as CP rank 0 (context parallelism splits tokens).
-  if (e_.groups.coord.dp == 0 && e_.groups.coord.cp == 0) {
-    for (const model::Param& p : params.list()) {
-      if (!writes_param(p)) continue;
-      add(p.name, p, gathered.empty() ? params.data() : gathered.data());
-      for (size_t k = 0; k < opt.names.size(); ++k) {
-        add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
-      }
+  // DP replica 0 writes (CP rank 0 of it: CP ranks hold the same parameters); with expert
+  // parallelism each block of routed experts is written by
+  // the first DP rank holding it (dp rank < ep), under the experts' global indices.
+  const int dp_rank = e_.groups.coord.dp;
+  for (const model::Param& p : params.list()) {
+    if (!writes_param(p) || e_.groups.coord.cp != 0 ||
+        (p.expert ? dp_rank >= e_.groups.layout.ep : dp_rank != 0)) continue;
+    add(p.name, p, gathered.empty() ? params.data() : gathered.data());
+    for (size_t k = 0; k < opt.names.size(); ++k) {
+      add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
     }
   }
   // balance: bias: each MoE layer's expert bias, a buffer the same on every rank of its

@@ -173,10 +173,12 @@ double Engine::evaluate(bool alone) {
   std::vector<int32_t> tokens, targets;
   double sum = 0.0;
   int64_t count = 0;
-  // Under ZeRO-3 every forward pass gathers parameters over DP: all replicas run the same
-  // number of them, the ones past the last batch on a batch whose loss is not counted.
+  // Under ZeRO-3 every forward pass gathers parameters over DP, and with expert parallelism
+  // it exchanges tokens over the ep group: all replicas run the same number of them, the
+  // ones past the last batch on a batch whose loss is not counted.
   const int batches = options.training.eval_batches;
-  const int rounds = data_parallel.zero3() ? (batches + layout.dp - 1) / layout.dp : 0;
+  const bool lockstep = data_parallel.zero3() != nullptr || groups.ep != nullptr;
+  const int rounds = lockstep ? (batches + layout.dp - 1) / layout.dp : 0;
   const int first = alone ? 0 : layout.dp_rank, stride = alone ? 1 : layout.dp;
   for (int b = first; b < batches || b < rounds * layout.dp; b += stride) {
     const bool counted = b < batches;

@@ -10,6 +10,9 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   int cp = 1;
+  // Expert parallelism: each MoE layer's experts split over `ep` consecutive DP ranks (ep
+  // divides dp). Carved out of dp, so it leaves the world size and the rank map unchanged.
+  int ep = 1;
   int world_size() const { return dp * tp * pp * cp; }
   bool operator==(const Layout&) const = default;
 };

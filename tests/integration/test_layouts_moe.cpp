@@ -37,11 +37,15 @@ std::string model_of(const std::string& family, const std::string& balance) {
 }
 
 void write_job(const fs::path& file, const std::string& name, const std::string& model,
-               const std::string& parallel, const std::string& extra = "") {
+               const std::string& parallel, const std::string& extra = "", int steps = 6) {
+  const std::string n = std::to_string(steps);
   write_text(file, "name: " + name + "\nseed: 11\nmodel: " + model +
                        "\ndata: {type: synthetic}\nparallel: " + parallel +
-                       "\ntraining: {steps: 6, micro_batch_size: 2, global_batch_size: 8, "
-                       "eval_every: 6, eval_batches: 2}\n"
+                       "\ntraining: {steps: " + n +
+                       ", micro_batch_size: 2, global_batch_size: 8, "
+                       "eval_every: " +
+                       n +
+                       ", eval_batches: 3}\n"
                        "optimizer: {lr: 1.0e-2, warmup_steps: 1, min_lr: 1.0e-3}\n"
                        "logging: {every_steps: 1}\nruntime: {comm_timeout_s: 60}\n" +
                        extra);
@@ -61,14 +65,14 @@ Run read_run(const fs::path& run_dir) {
 }
 
 Run train_layout(const fs::path& dir, const std::string& name, const std::string& model,
-                 const std::string& parallel) {
+                 const std::string& parallel, const std::string& extra = "", int steps = 6) {
   const fs::path job = dir / (name + ".yaml");
-  write_job(job, name, model, parallel);
-  const ProcResult r = run_trainctl({"train", job.string()}, dir, std::chrono::seconds(180));
+  write_job(job, name, model, parallel, extra, steps);
+  const ProcResult r = run_trainctl({"train", job.string()}, dir, std::chrono::seconds(300));
   INFO(name << "\n" << r.out << r.err);
   REQUIRE(r.exit_code == 0);
   Run run = read_run(dir / "runs" / name);
-  REQUIRE(run.losses.size() == 6);
+  REQUIRE(run.losses.size() == static_cast<size_t>(steps));
   return run;
 }
 
@@ -261,4 +265,118 @@ TEST_CASE("MoE: balance: bias lowers the load imbalance", "[train][moe]") {
   }
   INFO("bias " << imbalance["bias"] << " none " << imbalance["none"]);
   CHECK(imbalance["bias"] < imbalance["none"] - 0.03);
+}
+
+// Expert parallelism (parallel.ep): the experts split over ep of the DP ranks, tokens sent to
+// them by all-to-all, expert gradients summed over the DP ranks holding the same experts.
+// Dropless routing, 20 steps, both families: every layout matches one worker. d4e2 has two
+// ranks per expert block (the expert-DP sum is real), d2e2 recompute runs the all-to-all
+// again in the backward pass's recomputation, and 20 steps under a 3-batch evaluation make
+// the ep ranks evaluate in lock-step.
+TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker run",
+          "[train][layout][moe][ep]") {
+  TempDir dir("layouts-moe-ep");
+  const int steps = 20;
+  for (const std::string family : {"gpt", "llama"}) {
+    const std::string model = model_of(family, "aux_loss");
+    const Run ref = train_layout(dir.path(), family + "-d1", model, "{dp: 1}", "", steps);
+    const std::vector<std::pair<std::string, std::string>> layouts = {
+        {"d2e2", "{dp: 2, ep: 2}"},
+        {"d4e2", "{dp: 4, ep: 2}"},
+        {"d4e2-zero1", "{dp: 4, ep: 2, zero: 1}"},
+        {"d4e4", "{dp: 4, ep: 4}"},
+        {"d2e2t2", "{dp: 2, ep: 2, tp: 2}"},
+        {"d2e2p2", "{dp: 2, ep: 2, pp: 2, schedule: 1f1b}"},
+        {"d2e2p2-gpipe", "{dp: 2, ep: 2, pp: 2, schedule: gpipe}"},
+        {"d2e2t2p2", "{dp: 2, ep: 2, tp: 2, pp: 2}"},
+    };
+    auto compare = [&](const std::string& layout, const Run& run) {
+      for (size_t s = 0; s < ref.losses.size(); ++s) {
+        INFO(family << " " << layout << " step " << s + 1);
+        CHECK(run.losses[s] == Approx(ref.losses[s]).epsilon(kFp32LayoutTolerance));
+        CHECK(run.grad_norms[s] == Approx(ref.grad_norms[s]).epsilon(1e-4));
+      }
+      INFO(family << " " << layout << " validation");
+      CHECK(run.val_loss == Approx(ref.val_loss).epsilon(kFp32LayoutTolerance));
+    };
+    for (const auto& [layout, parallel] : layouts) {
+      compare(layout, train_layout(dir.path(), family + "-" + layout, model, parallel, "", steps));
+    }
+    for (const std::string recompute : {"full", "selective"}) {
+      const std::string name = family + "-d2e2-" + recompute;
+      // The spec's training line is fixed: the override goes on the command line.
+      const fs::path job = dir.path() / (name + ".yaml");
+      write_job(job, name, model, "{dp: 2, ep: 2}", "", steps);
+      const ProcResult r = run_trainctl(
+          {"train", job.string(), "--set", "training.activation_checkpointing=" + recompute},
+          dir.path(), std::chrono::seconds(300));
+      INFO(name << "\n" << r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      compare("d2e2 recompute " + recompute, read_run(dir.path() / "runs" / name));
+    }
+  }
+}
+
+TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][moe][ep]") {
+  TempDir dir("resume-moe-ep");
+  const std::string model = model_of("llama", "aux_loss");
+  const std::string ckpt = "checkpoint: {every_steps: 3, async: false}\n";
+  // Written at ep 2 (each expert block by its first DP rank), resumed at ep 1 and ep 4;
+  // written at ep 1, resumed at ep 2.
+  struct Case {
+    std::string from, to, name;
+  };
+  for (const Case& c : {Case{"{dp: 2, ep: 2}", "{dp: 1}", "e2-to-e1"},
+                        Case{"{dp: 2, ep: 2}", "{dp: 4, ep: 4}", "e2-to-e4"},
+                        Case{"{dp: 1}", "{dp: 2, ep: 2}", "e1-to-e2"}}) {
+    const fs::path job = dir.path() / (c.name + ".yaml");
+    write_job(job, c.name, model, c.from, ckpt);
+    const fs::path ref = dir.path() / (c.name + "-ref");
+    const ProcResult straight =
+        run_trainctl({"train", job.string(), "--set", "run_dir=" + ref.string()}, dir.path(),
+                     std::chrono::seconds(180));
+    INFO(straight.out << straight.err);
+    REQUIRE(straight.exit_code == 0);
+    const Run want = read_run(ref);
+    const fs::path job2 = dir.path() / (c.name + "-resumed.yaml");
+    write_job(job2, c.name, model, c.to, ckpt);
+    const fs::path out = dir.path() / (c.name + "-out");
+    const ProcResult r =
+        run_trainctl({"train", job2.string(), "--set", "run_dir=" + out.string(), "--resume",
+                      (ref / "checkpoints" / "step_00000003").string()},
+                     dir.path(), std::chrono::seconds(180));
+    INFO(c.name << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const Run got = read_run(out);
+    REQUIRE(got.losses.size() == 3);
+    for (size_t s = 0; s < 3; ++s) {
+      INFO(c.name << " step " << s + 4);
+      CHECK(got.losses[s] == Approx(want.losses[s + 3]).epsilon(kFp32LayoutTolerance));
+    }
+  }
+}
+
+TEST_CASE("MoE: plan and validate print each rank's experts; plan --cluster costs the all-to-all",
+          "[plan][moe][ep]") {
+  TempDir dir("plan-moe-ep");
+  const fs::path job = dir.path() / "job.yaml";
+  write_job(job, "plan", model_of("gpt", "aux_loss"), "{dp: 4, ep: 2}");
+  // gpt experts: 2·24·32 + 24 + 32 = 1592 floats each; 2 of 4 per MoE layer on a rank, two
+  // MoE layers: 4 · 1592 · 4 bytes = 25472 bytes = 0.02 MiB.
+  for (const std::string cmd : {"plan", "validate"}) {
+    const ProcResult r = run_trainctl({cmd, job.string()}, dir.path());
+    INFO(cmd << "\n" << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("experts per rank (ep 2, 4 routed experts per MoE layer):"));
+    CHECK_THAT(r.out, Catch::Contains("stage 0: 2 experts per MoE layer, 0.02 MiB weights"));
+  }
+  const std::string cluster = std::string(TRAINCTL_SOURCE_DIR) + "/configs/clusters/dgx-a100.yaml";
+  const ProcResult ep1 = run_trainctl(
+      {"plan", job.string(), "--cluster", cluster, "--json", "--set", "parallel.ep=1"}, dir.path());
+  const ProcResult ep2 = run_trainctl({"plan", job.string(), "--cluster", cluster}, dir.path());
+  INFO(ep1.out << ep1.err << ep2.out << ep2.err);
+  REQUIRE(ep2.exit_code == 0);
+  CHECK_THAT(ep2.out, Catch::Contains("ep all-to-all"));
+  REQUIRE(ep1.exit_code == 0);
+  CHECK_THAT(ep1.out, Catch::Contains("\"ep_comm\":0.0"));
 }

@@ -193,6 +193,14 @@ ProcessGroups make_gloo_groups(std::shared_ptr<gloo::rendezvous::Store> store, c
       *store, device, {"pp", pp_group_index(layout, rank), pp_group(layout, rank)}, rank, options);
   groups.cp = connect_group(
       *store, device, {"cp", cp_group_index(layout, rank), cp_group(layout, rank)}, rank, options);
+  if (layout.ep > 1) {
+    groups.ep =
+        connect_group(*store, device, {"ep", ep_group_index(layout, rank), ep_group(layout, rank)},
+                      rank, options);
+    groups.edp = connect_group(*store, device,
+                               {"edp", edp_group_index(layout, rank), edp_group(layout, rank)},
+                               rank, options);
+  }
   return groups;
 }
 
