@@ -88,6 +88,7 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
   if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
+  if (p.sequence_parallel) y << "  sequence_parallel: true\n";
   if (p.grad_compression == "powersgd") {
     y << "  powersgd_rank: " << p.powersgd_rank
       << "\n  powersgd_warmup_steps: " << p.powersgd_warmup_steps << "\n";

@@ -220,6 +220,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   read_dp_sync(r, parallel);
   read_grad_compression(r, parallel);
   read_parallel_mode(r, parallel);
+  r.read("sequence_parallel", parallel.sequence_parallel);
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {

@@ -24,7 +24,7 @@ const Table& table() {
       {"parallel",
        {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm", "bucket_mb", "dp_sync",
         "sync_every", "outer_lr", "outer_momentum", "grad_compression", "powersgd_rank",
-        "powersgd_warmup_steps", "mode", "parameter_server"}},
+        "powersgd_warmup_steps", "mode", "parameter_server", "sequence_parallel"}},
       {"parallel.parameter_server", {"servers", "max_staleness"}},
       {"training",
        {"steps", "micro_batch_size", "global_batch_size", "grad_clip", "eval_every", "eval_batches",

@@ -451,6 +451,23 @@ void check_run_dir(const JobSpec& s, const Checker& c) {
   }
 }
 
+// Sequence parallelism splits the token rows of the TP group's residual stream.
+void check_sequence_parallel(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (!p.sequence_parallel) return;
+  if (p.tp < 2) {
+    c.fail("parallel.sequence_parallel",
+           "splits the sequence over the tensor-parallel group, which needs tp > 1; got tp " +
+               std::to_string(p.tp) + ". Set parallel.tp >= 2, or remove sequence_parallel.");
+  }
+  if (s.model.seq_len % p.tp != 0) {
+    c.fail("parallel.sequence_parallel",
+           "needs model.seq_len (" + std::to_string(s.model.seq_len) + ") divisible by tp (" +
+               std::to_string(p.tp) + "). Use tp in " + divisors_of(s.model.seq_len) +
+               ", or a seq_len that is a multiple of " + std::to_string(p.tp) + ".");
+  }
+}
+
 }  // namespace
 
 void validate_job_spec(const JobSpec& spec, const Locations& locations) {
@@ -465,6 +482,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_schedule(spec, c);
   check_data(spec, c);
   check_run_dir(spec, c);
+  check_sequence_parallel(spec, c);
 }
 
 }  // namespace trainctl::config::detail

@@ -38,6 +38,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                           par.virtual_stages, par.tp, 0);
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  options.sequence_parallel = par.sequence_parallel;
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
