@@ -17,7 +17,7 @@ TEST_CASE("config: sequence_parallel is read and kept in the resolved spec", "[c
 TEST_CASE("config: sequence_parallel without a TP group that splits the sequence is refused",
           "[config]") {
   require_error("model: {seq_len: 64}\nparallel:\n  dp: 2\n  sequence_parallel: true\n",
-                "job.yaml:4:3:", "parallel.sequence_parallel",
+                "job.yaml:4:", "parallel.sequence_parallel",
                 {"needs tp > 1; got tp 1", "Set parallel.tp >= 2"});
   require_error(
       "model: {seq_len: 66, n_head: 4, d_model: 64, vocab_size: 256}\n"
