@@ -76,8 +76,9 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;
   }
-  const double boundary =
-      static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
+  // Gpt::boundary_floats: 1/tp of the tokens under sequence parallelism.
+  const double boundary = static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len *
+                          spec.model.d_model / (par.sequence_parallel ? par.tp : 1);
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;

@@ -139,12 +139,16 @@ TEST_CASE("the memory plan models sequence parallelism as each rank measures it"
   TempDir dir("memory_plan_sp");
   const std::string model = "{vocab_size: 128, seq_len: 256, n_layer: 2, n_head: 4, d_model: 64}";
   std::map<std::string, double> activations;
-  for (const std::string sp : {"false", "true"}) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"false", "{tp: 2, sequence_parallel: false}"},
+      {"true", "{tp: 2, sequence_parallel: true}"},
+      {"pp2-true", "{tp: 2, pp: 2, schedule: gpipe, sequence_parallel: true}"}};
+  for (const auto& [sp, parallel] : cases) {
     const std::string name = "tp2-sp-" + sp;
     const fs::path job = dir.path() / (name + ".yaml");
     write_text(job, "name: " + name + "\nseed: 3\nmodel: " + model +
-                        "\ndata: {type: synthetic}\nparallel: {tp: 2, sequence_parallel: " + sp +
-                        "}\ntraining: {steps: 2, micro_batch_size: 2, global_batch_size: 2}\n"
+                        "\ndata: {type: synthetic}\nparallel: " + parallel +
+                        "\ntraining: {steps: 2, micro_batch_size: 2, global_batch_size: 4}\n"
                         "logging: {every_steps: 1}\nruntime: {comm_timeout_s: 60}\n");
     const ProcResult plan = run_trainctl({"plan", job.string(), "--json"}, dir.path());
     INFO(name << "\n" << plan.out << plan.err);
