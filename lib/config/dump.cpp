@@ -91,6 +91,7 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
   if (p.cp != 1) y << "  cp: " << p.cp << "\n";
   if (p.ep != 1) y << "  ep: " << p.ep << "\n";
   if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
+  if (p.sequence_parallel) y << "  sequence_parallel: true\n";
   if (p.grad_compression == "powersgd") {
     y << "  powersgd_rank: " << p.powersgd_rank
       << "\n  powersgd_warmup_steps: " << p.powersgd_warmup_steps << "\n";

@@ -111,6 +111,10 @@ struct ParallelSpec : Layout {
   // PowerSGD's first optimizer steps summed uncompressed (PyTorch's start_powerSGD_iter);
   // see docs/communication-efficient-dp.md for the default.
   int powersgd_warmup_steps = 0;
+  // Megatron's sequence parallelism (needs tp > 1 dividing model.seq_len): norms and
+  // residual adds hold seq_len / tp of the tokens per TP rank; each TP allreduce becomes a
+  // reduce-scatter + all-gather (model/model_context.h).
+  bool sequence_parallel = false;
   // data_parallel | parameter_server. parameter_server: the dp workers push gradients to
   // `servers` server processes, each holding a shard of the parameters and of AdamW's
   // state, and pull fresh parameters back, asynchronously within `max_staleness` updates

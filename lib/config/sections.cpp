@@ -227,6 +227,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
                 {{"balanced", "auto"}, {"cost", "auto"}, {"even", "equal"}, {"uniform", "equal"}});
   r.read_list("layers_per_stage", parallel.layers_per_stage, {0, 1 << 20});
   r.read("ep", parallel.ep, {1, kMaxWorkersPerAxis});
+  r.read("sequence_parallel", parallel.sequence_parallel);
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {

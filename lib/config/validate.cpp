@@ -564,6 +564,34 @@ void check_run_dir(const JobSpec& s, const Checker& c) {
   }
 }
 
+// Sequence parallelism splits the token rows of the TP group's residual stream.
+void check_sequence_parallel(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (!p.sequence_parallel) return;
+  if (p.tp < 2) {
+    c.fail("parallel.sequence_parallel",
+           "splits the sequence over the tensor-parallel group, which needs tp > 1; got tp " +
+               std::to_string(p.tp) + ". Set parallel.tp >= 2, or remove sequence_parallel.");
+  }
+  if (s.model.seq_len % p.tp != 0) {
+    c.fail("parallel.sequence_parallel",
+           "needs model.seq_len (" + std::to_string(s.model.seq_len) + ") divisible by tp (" +
+               std::to_string(p.tp) + "). Use tp in " + divisors_of(s.model.seq_len) +
+               ", or a seq_len that is a multiple of " + std::to_string(p.tp) + ".");
+  }
+  // Both split the token rows; their combination is not proven by the layout tests yet.
+  if (p.cp > 1) {
+    c.fail("parallel.sequence_parallel",
+           "is not combined with context parallelism yet (cp " + std::to_string(p.cp) +
+               "): use one of them (cp already divides every activation by cp).");
+  }
+  if (s.device == Device::cuda) {
+    c.fail("parallel.sequence_parallel",
+           "runs on the CPU backend only for now: its reduce-scatter/all-gather path has not "
+           "been checked on a GPU. Remove sequence_parallel for device: cuda.");
+  }
+}
+
 }  // namespace
 
 void validate_job_spec(const JobSpec& spec, const Locations& locations) {
@@ -582,6 +610,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_stage_split(spec, c);
   check_data(spec, c);
   check_run_dir(spec, c);
+  check_sequence_parallel(spec, c);
 }
 
 }  // namespace trainctl::config::detail

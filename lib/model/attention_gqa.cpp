@@ -59,7 +59,7 @@ void GqaAttention::allocate(ActivationArena& arena, int slots) {
 void GqaAttention::project_out(const Acts& a, float* y) {
   const int N = ctx_.N(), C = ctx_.config.d_model;
   ctx_.be().linear_forward(y, a.att, ctx_.w().data(o_), nullptr, N, C_local_, C);
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void GqaAttention::forward(int slot, const float* h, float* y) {
@@ -96,7 +96,7 @@ void GqaAttention::backward(int slot, const float* h, const float* dy, float* dh
   fused_weight_grads(ctx_, dqkv_, qkv_width_, h, {q_, k_, v_}, C);
   report.ready();
   fused_input_grad(ctx_, dh, dqkv_, qkv_width_, {q_, k_, v_}, C);
-  ctx_.tp_allreduce(dh, ctx_.NC());
+  ctx_.tp_sum_rows(dh);
 }
 
 double GqaAttention::macs_per_token(int seq_len) const {

@@ -36,7 +36,7 @@ void MhaAttention::project_out(const Acts& a, float* y) {
   auto& w = ctx_.w();
   ctx_.be().linear_forward(y, a.att, w.data(proj_w_), ctx_.bias_here() ? w.data(proj_b_) : nullptr,
                            N, C_local_, C);
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void MhaAttention::forward(int slot, const float* h, float* y) {
@@ -76,7 +76,7 @@ void MhaAttention::backward(int slot, const float* h, const float* dy, float* dh
   report.ready();
   // Each TP rank has part of d(h); the allreduce sums.
   be.gemm(false, false, N, C, W, 1.0f, dqkv_, W, w.data(attn_w_), C, 0.0f, dh, C);
-  ctx_.tp_allreduce(dh, ctx_.NC());
+  ctx_.tp_sum_rows(dh);
 }
 
 double MhaAttention::macs_per_token(int seq_len) const {

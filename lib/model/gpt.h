@@ -64,6 +64,11 @@ struct GptOptions {
   comm::Communicator* ep = nullptr;  // the ep group (required when shard.ep_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
+  // Sequence parallelism (Korthikanti et al. 2022; needs shard.tp_size > 1 dividing
+  // seq_len): the residual stream, the norms and the stage boundaries hold batch *
+  // seq_len / tp token rows per TP rank (model/model_context.h); boundary_floats() shrinks
+  // by tp.
+  bool sequence_parallel = false;
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
   // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
   bool unbound_params = false;
@@ -108,7 +113,8 @@ class Gpt {
   int num_chunks() const { return static_cast<int>(ctx_.shard.chunks.size()); }
   bool has_embedding(int chunk) const { return ctx_.shard.embedding && chunk == 0; }
   bool has_head(int chunk) const { return ctx_.shard.head && chunk == num_chunks() - 1; }
-  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model.
+  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model (/ tp
+  // under sequence parallelism).
   int64_t boundary_floats() const;
   // Where the previous stage's output for (chunk, slot) must be written before
   // forward_chunk (chunks without the embedding).

@@ -41,10 +41,20 @@ struct ModelContext {
   // Set during a zero-bubble schedule's B pass (Gpt::backward_chunk): the linear layers'
   // weight-gradient products go there instead of running (model/fused_linear.h).
   DeferredWeightGrads* defer = nullptr;
+  // Sequence parallelism (parallel.sequence_parallel, model/sequence_parallel.h): the
+  // residual stream, the norms and the stage boundaries hold rows() = N / tp token rows per
+  // TP rank (rank r: rows [r N/tp, (r+1) N/tp) of the micro-batch's [B, T] rows); the
+  // TP-split matmuls see all N rows, all-gathered before them and reduce-scattered after.
+  bool sequence_parallel = false;
+  float* sp_rows = nullptr;  // [rows(), C] scratch of the reduce-scatter (running model only)
 
   int N() const { return B * T; }
   size_t NC() const { return static_cast<size_t>(N()) * config.d_model; }
   int tp_size() const { return shard.tp_size; }
+  bool sp() const { return sequence_parallel && shard.tp_size > 1; }
+  // Token rows of the residual stream on this rank: N, or N / tp under sequence parallelism.
+  int rows() const { return sp() ? N() / shard.tp_size : N(); }
+  size_t rows_C() const { return static_cast<size_t>(rows()) * config.d_model; }
   // Row-parallel outputs are partial sums: one TP rank adds the bias, the allreduce the rest.
   bool bias_here() const { return shard.tp_rank == 0; }
   ops::Backend& be() const { return *backend; }
@@ -53,6 +63,14 @@ struct ModelContext {
   void tp_allreduce(float* data, size_t count, comm::ReduceOp op = comm::ReduceOp::sum) const {
     if (shard.tp_size > 1) tp->allreduce(data, count, op);
   }
+  // The output of a row-parallel product, y [N,C] partial sums: summed over the TP group
+  // into all of y (allreduce), or, under sequence parallelism, reduce-scattered so that y's
+  // first rows() rows hold this rank's rows of the sum.
+  void tp_sum_rows(float* y) const;
+  // Sequence parallelism's two halves: local [rows(),C] = this rank's rows of the sum over
+  // the TP group of full [N,C]; full [N,C] = every rank's local rows, in rank order.
+  void sp_scatter_sum(const float* full, float* local) const;
+  void sp_gather(const float* local, float* full) const;
 };
 
 }  // namespace trainctl::model

@@ -69,6 +69,7 @@ CostInputs cost_inputs(const config::JobSpec& spec) {
     in.top_k = spec.model.moe.top_k;
     in.ep = spec.parallel.ep;
   }
+  in.sequence_parallel = spec.parallel.sequence_parallel;
   return in;
 }
 
@@ -146,6 +147,7 @@ Sizes sizes_of(const CostInputs& in, const ClusterSpec& cluster) {
 // its TP allreduces (forward and backward), and the FLOPs recomputation adds.
 struct LayerCost {
   double fwd = 0, rec = 0, rec_flops = 0, tp = 0;
+  double tp_bytes = 0;  // sent by each TP rank for those collectives
 };
 
 LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_link) {
@@ -158,7 +160,9 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
   // Korthikanti et al.'s activation count, sbh(10 + 24/t) + 5abs^2/t bytes at 2-byte
   // elements (scaled by act / 2), twice.
   const double scores = in.flash_attention ? 0 : 5 * a * b * s * s / t;
-  const double layer_bytes = 2 * (act / 2) * (s * b * h * (10 + 24 / t) + scores);
+  // Sequence parallelism splits the replicated 10 (norms, residuals, dropout) over t too.
+  const double replicated = in.sequence_parallel ? 10 / t : 10;
+  const double layer_bytes = 2 * (act / 2) * (s * b * h * (replicated + 24 / t) + scores);
   LayerCost c;
   c.fwd = layer_flops / z.flop_rate + layer_bytes / z.byte_rate;
   int tp_allreduces = 4;  // two in forward, two in backward
@@ -175,7 +179,20 @@ LayerCost layer_cost(const CostInputs& in, const Sizes& z, const LinkTier& tp_li
     c.rec_flops = 4 * b * s * s * h / t;
     c.rec = c.rec_flops / z.flop_rate + act * 5 * a * b * s * s / t / z.byte_rate;
   }
-  c.tp = tp_allreduces * ring_allreduce_seconds(b * s * h * act, in.tp, tp_link);
+  // Each allreduce sends 2 (t-1)/t of the message from every rank; sequence parallelism's
+  // reduce-scatter + all-gather send the same. Its selective recomputation gathers the two
+  // recomputed norm outputs again (model/norm.h).
+  const double message = b * s * h * act, share = (t - 1) / t * message;
+  if (in.sequence_parallel) {
+    const double gathers = in.recompute == "selective" && in.flash_attention ? 2 : 0;
+    c.tp = tp_allreduces * (ring_reduce_scatter_seconds(message, in.tp, tp_link) +
+                            ring_allgather_seconds(message, in.tp, tp_link)) +
+           gathers * ring_allgather_seconds(message, in.tp, tp_link);
+    c.tp_bytes = (2 * tp_allreduces + gathers) * share;
+  } else {
+    c.tp = tp_allreduces * ring_allreduce_seconds(message, in.tp, tp_link);
+    c.tp_bytes = 2 * tp_allreduces * share;
+  }
   return c;
 }
 
@@ -213,13 +230,14 @@ void add_pipeline(CostBreakdown& c, const CostInputs& in, const ClusterSpec& clu
   c.bubble_fraction = parallel::theoretical_bubble(kind, in.pp, static_cast<int>(m), v);
   c.bubble = m * per_micro * c.bubble_fraction / (1 - c.bubble_fraction);
   // Each chunk boundary sends activations forward and gradients back; with TP each rank
-  // sends its 1/t share (Megatron's scatter/gather) and the TP group allgathers it.
+  // sends its 1/t share (Megatron's scatter/gather) and the TP group allgathers it (not
+  // with sequence parallelism: the stream is already split that way).
   const LinkTier& pp_link = tier_for(in.tp * in.cp * in.dp, in.pp, cluster);
   c.pp_link = pp_link.name;
   const double message = z.b * z.sl * z.h * z.act;
-  c.pp_comm =
-      m * 2 * v *
-      (p2p_seconds(message / z.t, pp_link) + ring_allgather_seconds(message, in.tp, tp_link));
+  c.pp_comm = m * 2 * v *
+              (p2p_seconds(message / z.t, pp_link) +
+               (in.sequence_parallel ? 0 : ring_allgather_seconds(message, in.tp, tp_link)));
 }
 
 // Ring attention (model/ring_attention.h), per layer and micro-batch: forward passes the
@@ -302,6 +320,7 @@ CostBreakdown predict_step(const CostInputs& in, const ClusterSpec& cluster) {
   c.compute = m * stage_compute;
   c.recompute = m * stage_rec;
   c.tp_comm = m * stage_tp;
+  c.tp_bytes = m * layers_per_stage * layer.tp_bytes;
   add_pipeline(c, in, cluster, z, stage_compute + stage_rec + stage_tp, v, tp_link);
 
   // Expert parallelism: per MoE layer and micro-batch, each rank sends its b s top_k rows of
@@ -352,6 +371,11 @@ std::string format_cost(const CostInputs& in, const ClusterSpec& cluster, const 
   line("compute         ", c.compute);
   line("recomputation   ", c.recompute);
   line("tp communication", c.tp_comm);
+  if (c.tp_bytes > 0) {
+    out += "    (" + fmt("%.4g", c.tp_bytes / 1e9) + " GB sent per TP rank and step" +
+           (in.sequence_parallel ? ": sequence parallel reduce-scatter + all-gather)\n"
+                                 : ": allreduce)\n");
+  }
   line("pp communication", c.pp_comm);
   line("dp communication", c.dp_comm);
   if (in.cp > 1) line("cp communication", c.cp_comm);
@@ -385,6 +409,7 @@ std::string cost_json(const CostBreakdown& c) {
                       {"compute", c.compute},
                       {"recompute", c.recompute},
                       {"tp_comm", c.tp_comm},
+                      {"tp_bytes", c.tp_bytes},
                       {"pp_comm", c.pp_comm},
                       {"dp_comm", c.dp_comm},
                       {"dp_comm_total", c.dp_comm_total},

@@ -45,6 +45,10 @@ struct CostInputs {
   // per token, and the ep group size; the token all-to-all is costed, not the experts'
   // compute difference (layer_matrix_params stays the dense layer's).
   int moe_layers = 0, top_k = 0, ep = 1;
+  // parallel.sequence_parallel: each TP allreduce becomes a reduce-scatter + all-gather
+  // (the same ring bytes), the norms' and residuals' elementwise traffic is split over tp,
+  // and pipeline sends need no all-gather after them (the stream is already split).
+  bool sequence_parallel = false;
 };
 
 // The model, layout, batch and schedule of a job spec.
@@ -56,6 +60,7 @@ struct CostBreakdown {
   double compute = 0;        // forward + backward matmuls and elementwise kernels, optimizer
   double recompute = 0;      // recomputation's forward work (selective or full)
   double tp_comm = 0;        // tensor-parallel allreduces (never overlapped)
+  double tp_bytes = 0;       // bytes each TP rank sends for them per step (ring algorithms)
   double pp_comm = 0;        // pipeline sends/receives on the critical path
   double dp_comm = 0;        // exposed part of the data-parallel gradient reduction
   double dp_comm_total = 0;  // all of it, before overlap with the last backward

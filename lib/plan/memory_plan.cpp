@@ -42,6 +42,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
   // ring's K/V blocks (model/ring_attention.h, counted as workspace).
   options.cp = model::ContextChunks::of(par.cp, 0, spec.model.seq_len);
+  options.sequence_parallel = par.sequence_parallel;
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
@@ -82,8 +83,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;
   }
+  // Gpt::boundary_floats: this rank's seq_len / cp tokens, 1/tp of them under sequence
+  // parallelism.
   const double boundary = static_cast<double>(spec.training.micro_batch_size) *
-                          (spec.model.seq_len / par.cp) * spec.model.d_model;
+                          (spec.model.seq_len / par.cp) * spec.model.d_model /
+                          (par.sequence_parallel ? par.tp : 1);
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).

@@ -30,6 +30,7 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   o.ep = groups.ep.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   o.recompute = options.model.recompute;
+  o.sequence_parallel = p.sequence_parallel;
   // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
   // dp > 1 only).
   o.unbound_params = p.zero == 3 && groups.dp->size() > 1;

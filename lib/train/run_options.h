@@ -56,6 +56,7 @@ struct ParallelOptions {
   // mode: parameter_server: the workers push gradients to ps_servers server processes.
   bool parameter_server = false;
   int ps_servers = 1;
+  bool sequence_parallel = false;  // parallel.sequence_parallel (model::GptOptions)
 };
 
 // optimizer.*, training.grad_clip and precision's loss scaling.

@@ -38,6 +38,7 @@ ParallelOptions parallel_options(const config::JobSpec& spec) {
   p.periodic.outer_momentum = s.outer_momentum;
   p.parameter_server = s.mode == "parameter_server";
   p.ps_servers = s.ps_servers;
+  p.sequence_parallel = s.sequence_parallel;
   return p;
 }
 

@@ -144,7 +144,7 @@ void MoeFfn::project_and_combine(const Acts& a, float* y) {
     float* yt = y + static_cast<size_t>(r.row_token[static_cast<size_t>(p)]) * C;
     for (size_t c = 0; c < C; ++c) yt[c] += g * o[c];
   }
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void MoeFfn::forward(int slot, const float* h, float* y) {
@@ -227,8 +227,11 @@ void MoeFfn::backward(int slot, const float* h, const float* dy, float* dh,
     float* d = dh + static_cast<size_t>(r.row_token[static_cast<size_t>(p)]) * Cs;
     for (size_t c = 0; c < Cs; ++c) d[c] += dx[c];
   }
-  ctx_.tp_allreduce(dh, ctx_.NC());
-  router_input_grad(dlogits_, ctx_.w().data(gate_), N, C, E, dh);
+  ctx_.tp_sum_rows(dh);
+  // Sequence parallel: dh holds this rank's rows only, so only their router part.
+  const int first = ctx_.sp() ? ctx_.shard.tp_rank * ctx_.rows() : 0;
+  router_input_grad(dlogits_ + static_cast<size_t>(first) * E, ctx_.w().data(gate_), ctx_.rows(), C,
+                    E, dh);
 }
 
 MoeFfn::StepStats MoeFfn::take_step_stats() {
