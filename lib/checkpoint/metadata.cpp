@@ -1,6 +1,7 @@
 #include "checkpoint/metadata.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>

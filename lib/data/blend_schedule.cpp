@@ -36,8 +36,9 @@ void BlendSchedule::rebase(uint64_t origin, const std::vector<uint64_t>& counts)
     s.balance.push_back(
         static_cast<int64_t>(rng::hash(seed_, 0xb1e4d, k) % static_cast<uint64_t>(total_)));
   }
-  snapshots_.assign(1, s);
-  cursor_ = std::move(s);
+  cursor_ = s;
+  snapshots_.clear();
+  snapshots_.push_back(std::move(s));
 }
 
 size_t BlendSchedule::next_source(const State& s) const {

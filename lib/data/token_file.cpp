@@ -69,8 +69,8 @@ TokenSpan llmc_span(const RegularFile& file) {
   // llm.c's own loader requires the exact size too: more bytes than the header announces
   // mean a wrong count (tokens would be ignored) or two files concatenated.
   if (expected != bytes) {
-    throw InputError(p + ": llm.c header says " + std::to_string(claimed) + " tokens of " +
-                     std::to_string(width) + " bytes (" + std::to_string(expected) +
+    throw InputError(p + ": llm.c header says " + std::to_string(claimed) +
+                     (width == 4 ? " uint32 tokens (" : " tokens (") + std::to_string(expected) +
                      " bytes with the header) but the file is " + std::to_string(bytes) + " bytes" +
                      (expected > bytes ? " (truncated?)" : " (data after the last token?)") +
                      "; write the file again, or fix the count in the header");

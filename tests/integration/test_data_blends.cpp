@@ -5,6 +5,8 @@
 // on another layout with the same batches; bad blends are refused before launch; a
 // vocabulary beyond 65536 ids is prepared as uint32 tokens, trained on, sampled and evaluated.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>

@@ -108,7 +108,7 @@ TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[da
   // Version 2 holds 4-byte ids: 100 uint16 tokens are 50 of them, not the 100 claimed.
   const std::string v2 =
       input_error_of([&] { TokenFile f(write_llmc(dir.path / "v2.bin", 2, 100, toks)); });
-  CHECK_THAT(v2, Catch::Contains("100 tokens of 4 bytes (1424 bytes with the header)"));
+  CHECK_THAT(v2, Catch::Contains("100 uint32 tokens (1424 bytes with the header)"));
 
   // The magic and then less than a whole header.
   int32_t magic = TokenFile::kLlmcMagic;
