@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-void check_options(const tokenizer::LoadedTokenizer& tok, const PrepareOptions& o) {
+void check_options(const PrepareOptions& o) {
   if (!(o.val_fraction >= 0.0 && o.val_fraction <= 0.5)) {
     throw InputError("--val-fraction " + std::to_string(o.val_fraction) + " is outside [0, 0.5]");
   }
@@ -145,7 +145,7 @@ std::string summary_line(const fs::path& dir, const TokenManifest& m, size_t byt
 
 PrepareSummary prepare_tokens(const tokenizer::LoadedTokenizer& tok, const PrepareOptions& o,
                               const std::function<void(const PrepareProgress&)>& progress) {
-  check_options(tok, o);
+  check_options(o);
   const InputDocuments input = read_input_documents(o.input);
   PrepareProgress state{0, input.bytes, 0};
   const std::vector<int32_t> tokens =
