@@ -1,6 +1,7 @@
 #include "checkpoint/metadata.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -254,6 +255,46 @@ void read_files(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   }
 }
 
+json data_json(const DataPosition& d) {
+  json out = {{"samples_consumed", d.samples_consumed}, {"next_step", d.next_step}};
+  if (d.sources.empty()) return out;
+  json sources = json::array();
+  for (const SourcePosition& s : d.sources) {
+    sources.push_back({{"name", s.name},
+                       {"samples_consumed", s.samples_consumed},
+                       {"tokens_consumed", s.tokens_consumed},
+                       {"epoch", s.epoch}});
+  }
+  out["sources"] = std::move(sources);
+  return out;
+}
+
+// data.sources: one position per blend source, whose samples add up to the stream's.
+std::vector<SourcePosition> read_sources(const json& data, const JsonPlace& at,
+                                         const DataPosition& d) {
+  const json& list = data.at("sources");
+  if (!list.is_array()) bad_field(at, "sources", "is not a JSON array");
+  std::vector<SourcePosition> out;
+  int64_t total = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonPlace item = at.in("sources[" + std::to_string(i) + "]");
+    if (!list[i].is_object()) bad_field(at, "sources", "holds an item that is not an object");
+    SourcePosition s;
+    s.name = json_string(list[i], "name", item);
+    s.samples_consumed = json_int(list[i], "samples_consumed", 0, d.samples_consumed, item);
+    s.tokens_consumed = json_int(list[i], "tokens_consumed", 0, INT64_MAX, item);
+    s.epoch = json_int(list[i], "epoch", 0, INT64_MAX, item);
+    total += s.samples_consumed;
+    out.push_back(std::move(s));
+  }
+  if (total != d.samples_consumed) {
+    bad_field(at, "sources",
+              "draw " + std::to_string(total) + " samples in all, not the " +
+                  std::to_string(d.samples_consumed) + " of samples_consumed");
+  }
+  return out;
+}
+
 }  // namespace
 
 json to_json(const TensorRecord& t) {
@@ -291,7 +332,7 @@ json to_json(const CheckpointMetadata& m) {
       {"step", m.step},
       {"layout", std::move(layout)},
       {"model", model_json(m.model)},
-      {"data", {{"samples_consumed", m.data.samples_consumed}, {"next_step", m.data.next_step}}},
+      {"data", data_json(m.data)},
       {"optimizer_step", m.optimizer_step},
       {"rng", m.rng},
       {"extra", m.extra},
@@ -327,6 +368,7 @@ CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
       json_int(data, "samples_consumed", m.step, m.step * kMaxGlobalBatch, data_at);
   // The loader continues after `step`; a different next_step could not be honoured.
   m.data.next_step = json_int(data, "next_step", m.step, m.step, data_at);
+  if (data.contains("sources")) m.data.sources = read_sources(data, data_at, m.data);
   m.optimizer_step = json_int(j, "optimizer_step", 0, m.step, top);
   m.rng = j.value("rng", json());
   m.extra = j.value("extra", json::object());

@@ -81,6 +81,12 @@ void write_data(std::ostream& y, const DataSpec& d) {
   y << "data:\n  type: " << d.type << "\n";
   if (!d.path.empty()) y << "  path: " << quoted(d.path.string()) << "\n";
   y << "  val_fraction: " << format_real(d.val_fraction) << "\n";
+  if (d.seed) y << "  seed: " << *d.seed << "\n";
+  if (!d.sources.empty()) y << "  sources:\n";
+  for (const DataSourceSpec& s : d.sources) {
+    y << "    - {name: " << quoted(s.name) << ", path: " << quoted(s.path.string())
+      << ", weight: " << format_real(s.weight) << ", type: " << s.type << "}\n";
+  }
 }
 
 void write_parallel(std::ostream& y, const ParallelSpec& p) {

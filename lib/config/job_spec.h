@@ -76,10 +76,22 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
+// One source of a blend (data.type blend): text or tokens data drawn in proportion to its
+// weight (data/blend.h).
+struct DataSourceSpec {
+  std::string name;            // default: the path's last component
+  std::filesystem::path path;  // absolute (config/load.h: the path rule)
+  double weight = 0.0;
+  std::string type = "tokens";  // text | tokens
+  bool operator==(const DataSourceSpec&) const = default;
+};
+
 struct DataSpec {
-  std::string type = "synthetic";  // synthetic | text | tokens
-  std::filesystem::path path;      // text/tokens: absolute (config/load.h: the path rule)
-  double val_fraction = 0.05;      // tail of the corpus held out for validation
+  std::string type = "synthetic";       // synthetic | text | tokens | blend
+  std::filesystem::path path;           // text/tokens: absolute (config/load.h: the path rule)
+  double val_fraction = 0.05;           // tail of the corpus held out for validation
+  std::vector<DataSourceSpec> sources;  // blend only
+  std::optional<uint64_t> seed;         // blend: the schedule's seed (default: the job's)
 
   bool operator==(const DataSpec&) const = default;
 };

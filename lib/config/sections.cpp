@@ -136,10 +136,29 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
 
 void read_data(const MapReader& top, DataSpec& data) {
   const MapReader r = top.section("data");
-  r.read_choice("type", data.type, {"synthetic", "text", "tokens"},
-                {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}});
+  r.read_choice("type", data.type, {"synthetic", "text", "tokens", "blend"},
+                {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}, {"mix", "blend"}});
   r.read("path", data.path);
   r.read("val_fraction", data.val_fraction, {0, false, 1, true});
+  if (r.has("seed")) {
+    uint64_t seed = 0;
+    r.read("seed", seed);
+    data.seed = seed;
+  }
+  for (const MapReader& item : r.list_of_maps("sources", {"name", "path", "weight", "type"})) {
+    DataSourceSpec source;
+    item.read("path", source.path);
+    item.read("weight", source.weight, {0, false, 1e12, false});
+    item.read("name", source.name);
+    item.read_choice("type", source.type, {"text", "tokens"}, {{"txt", "text"}, {"bin", "tokens"}});
+    if (!item.has("path")) item.fail_at("path", "is required for each source of a blend.");
+    if (!item.has("weight")) item.fail_at("weight", "is required for each source of a blend.");
+    if (source.name.empty()) {
+      const std::filesystem::path p = source.path.lexically_normal();
+      source.name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
+    }
+    data.sources.push_back(std::move(source));
+  }
 }
 
 // parallel.dp_sync and the keys only its periodic modes use.

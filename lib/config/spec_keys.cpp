@@ -21,7 +21,7 @@ const Table& table() {
       {"model.moe",
        {"num_experts", "top_k", "expert_ffn_hidden", "shared_experts", "score", "balance",
         "aux_loss_coef", "bias_update_rate", "capacity_factor", "layers"}},
-      {"data", {"type", "path", "val_fraction"}},
+      {"data", {"type", "path", "val_fraction", "sources", "seed"}},
       {"parallel",
        {"dp", "tp", "pp", "schedule", "virtual_stages", "zero", "grad_comm", "bucket_mb", "dp_sync",
         "sync_every", "outer_lr", "outer_momentum", "grad_compression", "powersgd_rank",

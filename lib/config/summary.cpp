@@ -162,6 +162,10 @@ std::string summary(const JobSpec& s) {
                                  std::to_string(t.eval_batches) + " batches"
                            : ", no eval")
       << "\n";
+  for (const DataSourceSpec& src : s.data.sources) {
+    out << "            source " << src.name << ": weight " << detail::format_real(src.weight)
+        << ", " << src.type << " " << src.path.string() << "\n";
+  }
   const OptimizerSpec& o = s.optimizer;
   out << "optimizer:  " << o.type << " lr " << detail::format_real(o.lr) << " -> "
       << detail::format_real(o.min_lr) << " (" << o.decay << ", warmup " << o.warmup_steps

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -484,8 +485,58 @@ void check_text_size(const JobSpec& s, const Checker& c, uintmax_t bytes) {
   }
 }
 
+// data.type blend: sources with weights summing to a positive number, each an existing
+// path (its contents are checked before launch like data.path's, train/data_check.h).
+void check_blend(const JobSpec& s, const Checker& c) {
+  const DataSpec& d = s.data;
+  if (!d.path.empty()) {
+    c.fail("data.path",
+           "is not used by data.type blend (each source has its own path); remove it.");
+  }
+  if (d.sources.empty()) {
+    c.fail("data.sources",
+           "is required for data.type blend: a list like [{path: web, weight: "
+           "0.7}, {path: code, weight: 0.3}].");
+  }
+  double total = 0;
+  std::set<std::string> names;
+  for (size_t i = 0; i < d.sources.size(); ++i) {
+    const DataSourceSpec& src = d.sources[i];
+    const std::string key = "data.sources[" + std::to_string(i) + "]";
+    total += src.weight;
+    if (!names.insert(src.name).second) {
+      c.fail(key + ".name", "'" + src.name +
+                                "' names another source too; give each a distinct "
+                                "name (it tags val_loss/<name>).");
+    }
+    std::error_code ec;
+    if (!fs::exists(src.path, ec)) {
+      c.fail(key + ".path", "no such file or directory: " + src.path.string() + " " +
+                                c.relative_rule(key + ".path") + ".");
+    }
+    if (src.type == "text" && s.model.vocab_size < 256) {
+      c.fail("model.vocab_size", "must be >= 256 for a text source (one token per byte); got " +
+                                     std::to_string(s.model.vocab_size) + ".");
+    }
+  }
+  if (!(total > 0)) {
+    c.fail("data.sources", "the weights sum to " + format_real(total) +
+                               "; they must sum to a positive number (each source is drawn in "
+                               "proportion to its weight).");
+  }
+}
+
 void check_data(const JobSpec& s, const Checker& c) {
   const DataSpec& d = s.data;
+  if (d.type != "blend" && !d.sources.empty()) {
+    c.fail("data.sources", "is used only with data.type blend; remove it or set data.type: blend.");
+  }
+  if (d.type != "blend" && d.seed) {
+    c.fail("data.seed",
+           "is used only with data.type blend (other data follows the job's seed); "
+           "remove it.");
+  }
+  if (d.type == "blend") return check_blend(s, c);
   if (d.type == "synthetic") {
     if (!d.path.empty()) {
       c.fail("data.path",
@@ -500,12 +551,6 @@ void check_data(const JobSpec& s, const Checker& c) {
   if (d.type == "text" && s.model.vocab_size < 256) {
     c.fail("model.vocab_size", "must be >= 256 for data.type text (one token per byte); got " +
                                    std::to_string(s.model.vocab_size) + ".");
-  }
-  if (d.type == "tokens" && s.model.vocab_size > 65536) {
-    c.fail("model.vocab_size",
-           "must be <= 65536 for data.type tokens (tokens are stored as "
-           "uint16); got " +
-               std::to_string(s.model.vocab_size) + ".");
   }
   if (s.training.eval_every > 0 && d.val_fraction == 0) {
     c.fail("data.val_fraction", "must be > 0 when training.eval_every is " +

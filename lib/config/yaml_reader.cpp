@@ -148,6 +148,24 @@ MapReader MapReader::section(const std::string& key, std::vector<std::string> kn
   return MapReader(e->value, path_of(key), std::move(known), *locations_);
 }
 
+std::vector<MapReader> MapReader::list_of_maps(const std::string& key,
+                                               std::vector<std::string> known) const {
+  std::vector<MapReader> out;
+  const Entry* e = find(key);
+  if (!e) return out;
+  if (!e->value.IsSequence()) {
+    fail_at(key, "expected a list of maps (`- {key: value, ...}` lines); got " +
+                     describe_value(e->value) + ".");
+  }
+  remember(*e);
+  for (size_t i = 0; i < e->value.size(); ++i) {
+    const std::string item_path = path_of(key) + "[" + std::to_string(i) + "]";
+    locations_->remember(item_path, locations_->describe(path_of(key), e->value[i].Mark()));
+    out.emplace_back(e->value[i], item_path, known, *locations_);
+  }
+  return out;
+}
+
 const std::string& MapReader::scalar(const Entry& entry, const char* expected,
                                      const std::string& default_text) const {
   if (entry.value.IsNull()) {

@@ -14,6 +14,7 @@
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
 #include "model/moe/moe_ffn.h"
+#include "train/blend_progress.h"
 #include "train/checkpointing.h"
 #include "train/dp_sync_state.h"
 #include "train/resume_choice.h"
@@ -145,6 +146,8 @@ void continue_data_stream(Engine& e, const checkpoint::CheckpointMetadata& meta,
                           const Say& say) {
   e.layout.first_step = step;
   e.layout.first_sample = meta.data.samples_consumed;
+  const std::string blend_note = continue_blend(e, meta);
+  if (say && !blend_note.empty()) say(blend_note);
   const int64_t old_batch = meta.extra.value("global_batch_size", e.layout.global_batch());
   if (say && old_batch != e.layout.global_batch()) {
     say("global batch changed from " + std::to_string(old_batch) + " to " +

@@ -12,6 +12,7 @@
 #include "checkpoint/errors.h"
 #include "checkpoint/shard_writer.h"
 #include "model/moe/moe_ffn.h"
+#include "train/blend_progress.h"
 #include "train/dp_sync_state.h"
 #include "util/error.h"
 
@@ -192,6 +193,7 @@ void Checkpointer::commit(int64_t step) {
   m.model = e_.gpt.config();
   m.data.next_step = step;
   m.data.samples_consumed = e_.layout.samples_before(step);
+  m.data.sources = source_positions(e_, step);
   m.optimizer_step = snapshot_ ? snapshot_->optimizer_step : 0;
   // The sampler is a pure function of (seed, step, position): the step is the whole
   // random state of the data stream; nothing else in training draws random numbers.
@@ -204,6 +206,7 @@ void Checkpointer::commit(int64_t step) {
   m.producer = "trainctl " TRAINCTL_VERSION;
   m.files = checkpoint::collect_shard_records(tmp_, e_.groups.world->size());
   checkpoint::write_metadata(tmp_, m);
+  write_data_sources(e_, dir_.parent_path(), step);
   const fs::path final_dir =
       checkpoint::commit_checkpoint(tmp_, dir_, step, e_.options.checkpoint.keep_last);
   uint64_t bytes = 0;

@@ -169,7 +169,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   return out;
 }
 
-double Engine::evaluate(bool alone) {
+double Engine::evaluate(bool alone, const data::Dataset* data) {
   std::vector<int32_t> tokens, targets;
   double sum = 0.0;
   int64_t count = 0;
@@ -182,7 +182,8 @@ double Engine::evaluate(bool alone) {
   const int first = alone ? 0 : layout.dp_rank, stride = alone ? 1 : layout.dp;
   for (int b = first; b < batches || b < rounds * layout.dp; b += stride) {
     const bool counted = b < batches;
-    data::fill_eval_batch(*dataset, layout, counted ? b : b % batches, tokens, targets);
+    data::fill_eval_batch(data ? *data : *dataset, layout, counted ? b : b % batches, tokens,
+                          targets);
     if (pipeline) {
       const parallel::PipelineStepResult r = pipeline->run_forward(
           {local_rows(tokens.data(), cp_tokens), local_rows(targets.data(), cp_targets)});

@@ -69,7 +69,8 @@ struct Engine {
   // Mean validation loss over eval_batches batches, split round-robin over DP replicas
   // (collective over the world). `alone`: every batch on this rank, no communication (a
   // parameter-server worker, which holds the whole model; not with pp/tp > 1 or ZeRO-3).
-  double evaluate(bool alone = false);
+  // `data`: another dataset's validation split (a blend's source), else the run's.
+  double evaluate(bool alone = false, const data::Dataset* data = nullptr);
 
   int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
   // This rank's loss sums are the ones reported (the head stage's TP rank 0).

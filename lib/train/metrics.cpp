@@ -119,6 +119,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["tokens_per_s"] = m.tokens_per_s;
     j["step_ms"] = m.step_ms;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    for (const auto& [name, loss] : m.source_val_losses) j["val_loss/" + name] = loss;
     if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
     if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
     if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;

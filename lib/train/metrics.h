@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/jsonl_file.h"
@@ -29,6 +30,8 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   std::optional<double> val_loss;
+  // A blend's sources' validation losses (name, loss): metrics "val_loss/<name>".
+  std::vector<std::pair<std::string, double>> source_val_losses;
   // Data-parallel communication per step (absent with one DP rank), minima over the DP
   // ranks: time in collectives, and the part the training thread of the last rank to
   // finish its backward pass waited for (not hidden behind the backward pass). The

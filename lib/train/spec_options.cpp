@@ -131,6 +131,10 @@ data::DatasetOptions dataset_options(const config::JobSpec& spec) {
   d.seed = spec.seed;
   d.vocab_size = spec.model.vocab_size;
   d.seq_len = spec.model.seq_len;
+  d.blend_seed = spec.data.seed.value_or(spec.seed);
+  for (const config::DataSourceSpec& s : spec.data.sources) {
+    d.sources.push_back({s.name, s.type, s.path, s.weight});
+  }
   return d;
 }
 

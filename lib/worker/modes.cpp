@@ -55,6 +55,7 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   // A restart after a failure always continues from the newest checkpoint of the run.
   ctx.resume = env.restart > 0 || env.resume.empty() ? "auto" : env.resume;
   ctx.crash_in_checkpoint_step = env.hooks.crash_in_checkpoint_step;
+  ctx.batch_log = env.hooks.batch_log;
   if (env.hooks.slowdown_rank == env.rank) ctx.slowdown = env.hooks.slowdown_factor;
   if (spec.parallel.mode == "parameter_server") {
     ctx.ps_server_addresses = [&spec, &env] { return ps_server_addresses(spec, env); };
