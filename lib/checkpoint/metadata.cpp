@@ -326,17 +326,16 @@ json to_json(const CheckpointMetadata& m) {
                  {"virtual_stages", m.layout.virtual_stages},
                  {"zero", m.layout.zero}};
   if (m.layout.cp != 1) layout["cp"] = m.layout.cp;
-  json doc = {
-      {"format_version", m.format_version},
-      {"producer", m.producer},
-      {"step", m.step},
-      {"layout", std::move(layout)},
-      {"model", model_json(m.model)},
-      {"data", data_json(m.data)},
-      {"optimizer_step", m.optimizer_step},
-      {"rng", m.rng},
-      {"extra", m.extra},
-      {"files", std::move(files)}};
+  json doc = {{"format_version", m.format_version},
+              {"producer", m.producer},
+              {"step", m.step},
+              {"layout", std::move(layout)},
+              {"model", model_json(m.model)},
+              {"data", data_json(m.data)},
+              {"optimizer_step", m.optimizer_step},
+              {"rng", m.rng},
+              {"extra", m.extra},
+              {"files", std::move(files)}};
   if (m.layout.ep != 1) doc["layout"]["ep"] = m.layout.ep;
   if (metadata_is_protected(m)) doc[kMetadataChecksumKey] = metadata_checksum(doc);
   return doc;

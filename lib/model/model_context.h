@@ -33,7 +33,7 @@ struct ModelContext {
   // around the CP ring (model/ring_attention.h), positions are the tokens' true ones.
   ContextChunks cp;
   comm::RingExchange* cp_ring = nullptr;  // null while counting memory or at cp 1
-  comm::Communicator* ep = nullptr;  // the expert-parallel group (when shard.ep_size > 1)
+  comm::Communicator* ep = nullptr;       // the expert-parallel group (when shard.ep_size > 1)
   // The gradient scale of the micro-batch being run forward (Gpt::forward_chunk sets it; 0
   // for a forward without backward): what each token's loss contributes to the gradients.
   // Losses computed inside blocks (the MoE auxiliary loss) scale their gradients by it.

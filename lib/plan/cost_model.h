@@ -75,8 +75,8 @@ struct CostBreakdown {
   double hardware_flops = 0;
   double model_flops = 0;  // 72·B·s·l·h²·(1 + s/6h + V/12lh): no recomputation
   double tokens_per_second = 0;
-  double tflops_per_gpu = 0;              // hardware_flops / step / GPUs (the paper's "achieved")
-  double mfu = 0;                         // model_flops / step / GPUs / peak
+  double tflops_per_gpu = 0;  // hardware_flops / step / GPUs (the paper's "achieved")
+  double mfu = 0;             // model_flops / step / GPUs / peak
   std::string tp_link, pp_link, dp_link, cp_link;  // tier names ("-" for a group of one)
   std::string ep_link = "-";
   // Per pipeline stage: its blocks and the seconds of one micro-batch's forward + backward

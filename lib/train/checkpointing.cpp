@@ -93,7 +93,8 @@ void Checkpointer::save(int64_t step, bool async) {
   const int dp_rank = e_.groups.coord.dp;
   for (const model::Param& p : params.list()) {
     if (!writes_param(p) || e_.groups.coord.cp != 0 ||
-        (p.expert ? dp_rank >= e_.groups.layout.ep : dp_rank != 0)) continue;
+        (p.expert ? dp_rank >= e_.groups.layout.ep : dp_rank != 0))
+      continue;
     add(p.name, p, gathered.empty() ? params.data() : gathered.data());
     for (size_t k = 0; k < opt.names.size(); ++k) {
       add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());

@@ -139,8 +139,8 @@ TEST_CASE("checkpoint.export_hf replaces the run's own hf/ when a run is resumed
   const fs::path hf = dir / "runs/hfagain/hf/model.safetensors";
   REQUIRE(run_trainctl({"train", (dir / "job.yaml").string()}, dir.path()).exit_code == 0);
   const std::string first = read_text(hf);
-  const ProcResult more = run_trainctl(
-      {"train", (dir / "job.yaml").string(), "--set", "training.steps=4"}, dir.path());
+  const ProcResult more =
+      run_trainctl({"train", (dir / "job.yaml").string(), "--set", "training.steps=4"}, dir.path());
   INFO(more.out << more.err);
   CHECK(more.exit_code == 0);
   CHECK(read_text(hf) != first);  // the step-4 model, not the step-2 one

@@ -49,8 +49,7 @@ TEST_CASE("plan --cluster predicts zb1p's smaller bubble", "[plan][integration][
                    schedule +
                    "}\ntraining: {micro_batch_size: 1, global_batch_size: 32, "
                    "activation_checkpointing: full}\n");
-    ProcResult r =
-        run_trainctl({"plan", job.string(), "--cluster", cluster, "--json"}, dir.path());
+    ProcResult r = run_trainctl({"plan", job.string(), "--cluster", cluster, "--json"}, dir.path());
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     return nlohmann::json::parse(r.out)["cost"]["bubble_fraction"].get<double>();
