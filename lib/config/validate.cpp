@@ -18,6 +18,18 @@
 
 namespace trainctl::config::detail {
 
+std::string divisors_of(long long n) {
+  std::vector<std::string> found;
+  for (long long d = 1; d <= n; ++d) {
+    if (n % d == 0) found.push_back(std::to_string(d));
+  }
+  if (found.size() > 12) {
+    found.erase(found.begin() + 10, found.end() - 1);
+    found.insert(found.end() - 1, "...");
+  }
+  return "{" + join(found) + "}";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,19 +48,6 @@ class Checker {
  private:
   const Locations& locations_;
 };
-
-// "{1, 2, 3, 6}" — the values that would satisfy a divisibility rule.
-std::string divisors_of(long long n) {
-  std::vector<std::string> found;
-  for (long long d = 1; d <= n; ++d) {
-    if (n % d == 0) found.push_back(std::to_string(d));
-  }
-  if (found.size() > 12) {
-    found.erase(found.begin() + 10, found.end() - 1);
-    found.insert(found.end() - 1, "...");
-  }
-  return "{" + join(found) + "}";
-}
 
 void check_model(const JobSpec& s, const Checker& c) {
   const ModelSpec& m = s.model;
@@ -419,54 +418,6 @@ void check_schedule(const JobSpec& s, const Checker& c) {
   }
 }
 
-// parallel.stage_balance and parallel.layers_per_stage: counts that cover the model once,
-// one per (virtual) stage, none empty.
-void check_stage_split(const JobSpec& s, const Checker& c) {
-  const ParallelSpec& p = s.parallel;
-  const int n_layer = s.model.n_layer;
-  const int parts = p.pp * (p.schedule == "interleaved" ? p.virtual_stages : 1);
-  const std::string what = p.schedule == "interleaved"
-                               ? "pp × virtual_stages = " + std::to_string(parts) +
-                                     " virtual stages (entry c*pp + s: chunk c of stage s)"
-                               : "pp = " + std::to_string(parts) + " stages";
-  // A near-equal split with the remainder on the middle stages (the first and last also
-  // hold the embedding and the LM head).
-  std::vector<std::string> example(static_cast<size_t>(parts), std::to_string(n_layer / parts));
-  for (int i = 0; i < n_layer % parts; ++i)
-    example[static_cast<size_t>((parts - n_layer % parts) / 2 + i)] =
-        std::to_string(n_layer / parts + 1);
-  const std::string use = "e.g. layers_per_stage: [" + join(example) + "]";
-  const std::vector<int>& l = p.layers_per_stage;
-  if (!l.empty()) {
-    if (p.stage_balance == "equal") {
-      c.fail("parallel.layers_per_stage",
-             "gives the split itself; stage_balance: equal asks for another. Remove one.");
-    }
-    if (static_cast<int>(l.size()) != parts) {
-      c.fail("parallel.layers_per_stage", "has " + std::to_string(l.size()) +
-                                              " entries; it needs one per pipeline stage, " + what +
-                                              " (" + use + ").");
-    }
-    for (size_t i = 0; i < l.size(); ++i) {
-      if (l[i] < 1) {
-        c.fail("parallel.layers_per_stage",
-               "entry " + std::to_string(i) + " is " + std::to_string(l[i]) +
-                   ": every stage needs at least one layer (" + use + ").");
-      }
-    }
-    const long long sum = std::accumulate(l.begin(), l.end(), 0LL);
-    if (sum != n_layer) {
-      c.fail("parallel.layers_per_stage", "sums to " + std::to_string(sum) +
-                                              "; it must sum to model.n_layer (" +
-                                              std::to_string(n_layer) + ") (" + use + ").");
-    }
-  } else if (p.stage_balance == "equal" && n_layer % parts != 0) {
-    c.fail("parallel.stage_balance",
-           "equal needs model.n_layer " + std::to_string(n_layer) + " divisible by " + what +
-               ". Use stage_balance: auto (split by cost), or layers_per_stage (" + use + ").");
-  }
-}
-
 void check_text_size(const JobSpec& s, const Checker& c, uintmax_t bytes) {
   // Byte-level tokens: one sequence needs seq_len + 1 bytes (inputs plus shifted targets).
   const uintmax_t needed = static_cast<uintmax_t>(s.model.seq_len) + 1;
@@ -609,34 +560,6 @@ void check_run_dir(const JobSpec& s, const Checker& c) {
   }
 }
 
-// Sequence parallelism splits the token rows of the TP group's residual stream.
-void check_sequence_parallel(const JobSpec& s, const Checker& c) {
-  const ParallelSpec& p = s.parallel;
-  if (!p.sequence_parallel) return;
-  if (p.tp < 2) {
-    c.fail("parallel.sequence_parallel",
-           "splits the sequence over the tensor-parallel group, which needs tp > 1; got tp " +
-               std::to_string(p.tp) + ". Set parallel.tp >= 2, or remove sequence_parallel.");
-  }
-  if (s.model.seq_len % p.tp != 0) {
-    c.fail("parallel.sequence_parallel",
-           "needs model.seq_len (" + std::to_string(s.model.seq_len) + ") divisible by tp (" +
-               std::to_string(p.tp) + "). Use tp in " + divisors_of(s.model.seq_len) +
-               ", or a seq_len that is a multiple of " + std::to_string(p.tp) + ".");
-  }
-  // Both split the token rows; their combination is not proven by the layout tests yet.
-  if (p.cp > 1) {
-    c.fail("parallel.sequence_parallel",
-           "is not combined with context parallelism yet (cp " + std::to_string(p.cp) +
-               "): use one of them (cp already divides every activation by cp).");
-  }
-  if (s.device == Device::cuda) {
-    c.fail("parallel.sequence_parallel",
-           "runs on the CPU backend only for now: its reduce-scatter/all-gather path has not "
-           "been checked on a GPU. Remove sequence_parallel for device: cuda.");
-  }
-}
-
 }  // namespace
 
 void validate_job_spec(const JobSpec& spec, const Locations& locations) {
@@ -652,10 +575,10 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_parameter_server(spec, c);
   check_batch(spec, c);
   check_schedule(spec, c);
-  check_stage_split(spec, c);
+  check_stage_split(spec, locations);
   check_data(spec, c);
   check_run_dir(spec, c);
-  check_sequence_parallel(spec, c);
+  check_sequence_parallel(spec, locations);
 }
 
 }  // namespace trainctl::config::detail

@@ -9,7 +9,8 @@ the bash blocks of docs/commands.md. Each runs, as written, with the shell in a 
 holds what the examples name: job.yaml (a tiny GPT, 200 steps, a checkpoint every 100),
 configs/ (a copy of the repository's, each job's steps cut to at most 20 and its warm-up to
 5 so the suite stays short; the commands are unchanged), tokenizer.json, corpus/, a.txt and the runs the examples
-read (runs/job and the quickstart's configs/runs/quickstart; runs/gpt-tiny-3d, runs/a,
+read (runs/job and the quickstart's configs/runs/quickstart, models/gpt2 (runs/job exported
+for Hugging Face, for the import examples); configs/runs/quickstart; runs/gpt-tiny-3d, runs/a,
 runs/b and runs/quickstart name those two), and tests/ (the repository's, for the scripts
 the examples name). HOME is the sandbox. Every example must exit 0.
 Two kinds are not run, and are reported: Slurm's `srun` lines (tests/slurm runs trainctl
@@ -140,6 +141,11 @@ def sandbox(bin_path, source_dir, work):
         r = subprocess.run([bin_path, "train", job], cwd=work, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"set-up: trainctl train {job} failed ({r.returncode}):\n{r.stderr}")
+    # A Hugging Face folder for the import examples: the tiny job's model, exported.
+    r = subprocess.run([bin_path, "ckpt", "export", "runs/job", "--format", "hf", "--out",
+                        "models/gpt2"], cwd=work, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"set-up: trainctl ckpt export --format hf failed ({r.returncode}):\n{r.stderr}")
     os.makedirs(os.path.join(work, "runs"), exist_ok=True)
     for name, target in (("gpt-tiny-3d", "job"), ("a", "job"),
                          ("b", "../configs/runs/quickstart"),

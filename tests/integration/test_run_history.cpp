@@ -38,7 +38,7 @@ std::vector<fs::path> previous_runs(const fs::path& run) {
 
 }  // namespace
 
-TEST_CASE("--resume none refuses a run_dir with history unless --overwrite moves it aside",
+TEST_CASE("train --resume none refuses a run_dir with history unless --overwrite moves it aside",
           "[resume][integration]") {
   TempDir dir("history");
   const fs::path job = write_small_job(dir.path(), {.name = "hist"});
