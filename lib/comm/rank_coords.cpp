@@ -47,32 +47,33 @@ int rank_of(const Layout& layout, const Coord& c) {
   return ((c.pp * layout.dp + c.dp) * layout.cp + c.cp) * layout.tp + c.tp;
 }
 
-std::vector<int> dp_group(const Layout& layout, int rank) {
+namespace {
+
+// The ranks that differ from `rank` only in the coordinate `axis` (of `size` values), in
+// that coordinate's order.
+std::vector<int> group_along(const Layout& layout, int rank, int Coord::*axis, int size) {
   Coord c = coord_of(layout, rank);
   std::vector<int> ranks;
-  for (c.dp = 0; c.dp < layout.dp; ++c.dp) ranks.push_back(rank_of(layout, c));
+  for (c.*axis = 0; c.*axis < size; ++(c.*axis)) ranks.push_back(rank_of(layout, c));
   return ranks;
+}
+
+}  // namespace
+
+std::vector<int> dp_group(const Layout& layout, int rank) {
+  return group_along(layout, rank, &Coord::dp, layout.dp);
 }
 
 std::vector<int> tp_group(const Layout& layout, int rank) {
-  Coord c = coord_of(layout, rank);
-  std::vector<int> ranks;
-  for (c.tp = 0; c.tp < layout.tp; ++c.tp) ranks.push_back(rank_of(layout, c));
-  return ranks;
+  return group_along(layout, rank, &Coord::tp, layout.tp);
 }
 
 std::vector<int> pp_group(const Layout& layout, int rank) {
-  Coord c = coord_of(layout, rank);
-  std::vector<int> ranks;
-  for (c.pp = 0; c.pp < layout.pp; ++c.pp) ranks.push_back(rank_of(layout, c));
-  return ranks;
+  return group_along(layout, rank, &Coord::pp, layout.pp);
 }
 
 std::vector<int> cp_group(const Layout& layout, int rank) {
-  Coord c = coord_of(layout, rank);
-  std::vector<int> ranks;
-  for (c.cp = 0; c.cp < layout.cp; ++c.cp) ranks.push_back(rank_of(layout, c));
-  return ranks;
+  return group_along(layout, rank, &Coord::cp, layout.cp);
 }
 
 std::vector<int> dp_cp_group(const Layout& layout, int rank) {
