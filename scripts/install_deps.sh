@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build git pkg-config
   libyaml-cpp-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libopenblas-dev libgloo-dev
+  # MLflow tracking over its REST API (logging.mlflow).
+  libcurl4-openssl-dev
   clang-format
   # The portability checks (docs/cpu-kernels.md): CI's Clang build, and lib/ compiled for
   # aarch64 by the test suite.

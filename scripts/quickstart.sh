@@ -7,6 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install_deps.sh"
 "$root/scripts/build.sh" "$root/build" --target quickstart
-# --resume none: every run of the quickstart trains from scratch (a plain `trainctl train`
+# --resume none --overwrite: every run of the quickstart trains from scratch, the previous
+# one moved to run_dir/previous-<time>/ (a plain `trainctl train`
 # would continue from the previous run's final checkpoint and find nothing left to do).
-exec "$root/build/trainctl" train "$root/configs/quickstart.yaml" --resume none "$@"
+exec "$root/build/trainctl" train "$root/configs/quickstart.yaml" --resume none --overwrite "$@"

@@ -46,7 +46,9 @@ std::set<std::string> saved_states(const checkpoint::CheckpointMetadata& meta) {
 }  // namespace
 
 void check_checkpoint_optimizer(const fs::path& dir, const config::JobSpec& spec) {
-  const std::set<std::string> saved = saved_states(checkpoint::read_metadata(dir));
+  const checkpoint::CheckpointMetadata meta = checkpoint::read_metadata(dir);
+  const std::set<std::string> saved = saved_states(meta);
+  if (meta.step == 0 && saved.empty()) return;  // imported (ckpt import): a fresh optimizer
   for (const std::string& state : optimizer_states(spec.optimizer.type)) {
     if (saved.count(state)) continue;
     throw InputError((dir / checkpoint::kMetadataFile).string() + ": the checkpoint has no " +

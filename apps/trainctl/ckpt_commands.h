@@ -34,4 +34,11 @@ int cmd_ckpt_export(const std::filesystem::path& ckpt, const std::filesystem::pa
 int cmd_ckpt_export_hf(const std::filesystem::path& ckpt, const std::filesystem::path& out,
                        const std::filesystem::path& tokenizer, bool force = false);
 
+// `ckpt import`: the Hugging Face folder `folder` (GPT2LMHeadModel, LlamaForCausalLM or
+// MixtralForCausalLM; config.json + safetensors) as a step-0 checkpoint at `out` (new or
+// empty) with no optimizer state (ckpt_import_hf.cpp). Bad input (no config.json, another
+// architecture, a tensor of the wrong shape or dtype, a missing shard) exits 2 naming the
+// file.
+int cmd_ckpt_import(const std::filesystem::path& folder, const std::filesystem::path& out);
+
 }  // namespace trainctl::app

@@ -107,8 +107,10 @@ int cmd_ckpt_export_hf(const fs::path& ckpt, const fs::path& out, const fs::path
       "wrote %s: model.safetensors (%s, %d tensors, %lld parameters, %s), "
       "config.json%s (step %lld of %s)\n",
       o.out_dir.string().c_str(),
-      reader.metadata().model.llama() ? "LlamaForCausalLM" : "GPT2LMHeadModel", s.tensors,
-      static_cast<long long>(s.parameters), size_text(s.bytes).c_str(),
+      reader.metadata().model.moe.enabled() ? "MixtralForCausalLM"
+      : reader.metadata().model.llama()     ? "LlamaForCausalLM"
+                                            : "GPT2LMHeadModel",
+      s.tensors, static_cast<long long>(s.parameters), size_text(s.bytes).c_str(),
       o.tokenizer_files.empty() ? ", no tokenizer" : ", tokenizer files",
       static_cast<long long>(reader.metadata().step), dir.string().c_str());
   return kExitOk;

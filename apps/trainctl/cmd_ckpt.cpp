@@ -1,4 +1,4 @@
-// `trainctl ckpt info|verify|export`: look inside a checkpoint without training. The
+// `trainctl ckpt info|verify|export|import`: look inside a checkpoint without training. The
 // handlers are in ckpt_commands.cpp, ckpt_verify.cpp and ckpt_export_hf.cpp.
 #include "ckpt_commands.h"
 #include "cli.h"
@@ -40,7 +40,7 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
   cmd->add_option("--format", o.format,
                   "nanogpt: one safetensors file; hf: a folder transformers loads with "
                   "AutoModelForCausalLM.from_pretrained (GPT2LMHeadModel for gpt, LlamaForCausalLM "
-                  "for llama)")
+                  "for llama, MixtralForCausalLM for llama + moe)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nanogpt", "hf"}));
   cmd->add_flag("--force", o.force,
@@ -74,7 +74,7 @@ CLI::App* add_export(CLI::App* ckpt, CkptOptions& o) {
 
 void add_ckpt_command(CLI::App& app, Dispatches& out) {
   auto o = std::make_shared<CkptOptions>();
-  CLI::App* ckpt = app.add_subcommand("ckpt", "Show, verify or export a checkpoint");
+  CLI::App* ckpt = app.add_subcommand("ckpt", "Show, verify, export or import a checkpoint");
   ckpt->require_subcommand(1);
   CLI::App* info = ckpt->add_subcommand(
       "info", "What a checkpoint holds: step, data position, layout, model, files");
@@ -95,6 +95,20 @@ void add_ckpt_command(CLI::App& app, Dispatches& out) {
       "anything is truncated, altered, edited or missing (each problem is named on stderr:\n"
       "resume from an older checkpoint with --resume PATH) or the path holds no checkpoint.");
   CLI::App* exp = add_export(ckpt, *o);
+  CLI::App* imp = ckpt->add_subcommand(
+      "import",
+      "Write a Hugging Face model folder (GPT-2, Llama, Mixtral) as a trainctl checkpoint");
+  imp->add_option("folder", o->path,
+                  "A Hugging Face model folder: config.json and model.safetensors, or shards "
+                  "listed by model.safetensors.index.json")
+      ->required();
+  imp->add_option("--out", o->out, "The checkpoint directory to write (new or empty)")->required();
+  imp->footer(
+      "Example:\n  trainctl ckpt import ~/models/gpt2 --out ckpt/gpt2\n"
+      "  trainctl train job.yaml --resume ckpt/gpt2\n\n"
+      "Writes a step-0 checkpoint (the parameters, converted to fp32; no optimizer state): a\n"
+      "run resumed from it starts with a fresh optimizer at step 1, on any dp/tp/pp layout.\n"
+      "To train from the folder directly, set model.init_from in the job spec instead.");
   ckpt->footer(
       "Checkpoints are written by `trainctl train` to run_dir/checkpoints/step_NNNNNNNN/ (one\n"
       "safetensors shard per rank plus metadata.json with checksums); checkpoints/latest names\n"
@@ -104,6 +118,7 @@ void add_ckpt_command(CLI::App& app, Dispatches& out) {
   out.push_back({info, [o] { return cmd_ckpt_info(o->path, o->tensors, o->json); }});
   out.push_back({verify, [o] { return cmd_ckpt_verify(o->path); }});
   out.push_back({exp, [o] { return run_export(*o); }});
+  out.push_back({imp, [o] { return cmd_ckpt_import(o->path, o->out); }});
 }
 
 }  // namespace trainctl::app

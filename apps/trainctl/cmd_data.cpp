@@ -29,8 +29,9 @@ CLI::App* add_prepare(CLI::App* data, DataPrepareArgs& args) {
   cmd->footer(
       "Example:\n  trainctl data prepare --tokenizer tokenizer.json --input corpus/ --out "
       "data/corpus\n\n"
-      "Writes DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c format: uint16 tokens, so a\n"
-      "vocabulary of at most 65536), a copy of the tokenizer files and DIR/manifest.json\n"
+      "Writes DIR/train_NNNNNN.bin and DIR/val_NNNNNN.bin (llm.c format: uint16 tokens, or\n"
+      "uint32 (version 2) for a vocabulary over 65536), a copy of the tokenizer files and\n"
+      "DIR/manifest.json\n"
       "(token counts, vocab_size, tokenizer hash, shards). Documents are separated by the\n"
       "end-of-text token when the vocabulary has one. Train on it with\n"
       "  data: {type: tokens, path: DIR}\n"

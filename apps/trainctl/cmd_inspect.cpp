@@ -39,7 +39,8 @@ void add_inspect_command(CLI::App& app, Dispatches& out) {
                   "or a run directory; any dp/tp/pp layout) instead of the initial ones");
   cmd->footer(
       "Example:\n  trainctl inspect step job.yaml --out step0\n"
-      "  /usr/bin/python3 tests/torch/check_against_torch.py step0   # compare with PyTorch\n\n"
+      "  /usr/bin/python3 -m venv --system-site-packages v && v/bin/pip install -q safetensors\n"
+      "  v/bin/python tests/torch/check_against_torch.py step0   # compare with PyTorch\n\n"
       "Writes weights.safetensors (initial parameters, nanoGPT names), batch.safetensors\n"
       "(tokens, targets), grads.safetensors (gradients of the mean loss of the first\n"
       "micro-batch), updated.safetensors (after clipping and one optimizer step) and\n"

@@ -17,6 +17,7 @@
 #include "plan/memory_plan.h"
 #include "plan/pipeline_simulate.h"
 #include "plan/pipeline_timeline.h"
+#include "stage_layers_text.h"
 #include "train/spec_options.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -33,15 +34,23 @@ std::string percent(double fraction) {
   return text;
 }
 
-std::string fixed2(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f", value);
-  return text;
-}
-
 // Every world rank's (dp, tp, pp) coordinates.
 std::string plan_rank_map(const config::JobSpec& spec) {
   const Layout& layout = spec.parallel;
+  if (layout.cp > 1) {  // context parallelism: the cp coordinate between dp and tp
+    std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
+                      std::to_string(layout.dp) + " x cp " + std::to_string(layout.cp) + " x tp " +
+                      std::to_string(layout.tp) + " x pp " + std::to_string(layout.pp) +
+                      "; rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank):\n"
+                      " rank   dp   cp   tp   pp\n";
+    char line[64];
+    for (int rank = 0; rank < layout.world_size(); ++rank) {
+      const comm::Coord c = comm::coord_of(layout, rank);
+      std::snprintf(line, sizeof line, "%5d %4d %4d %4d %4d\n", rank, c.dp, c.cp, c.tp, c.pp);
+      out += line;
+    }
+    return out;
+  }
   std::string out = "rank map (world " + std::to_string(layout.world_size()) + " = dp " +
                     std::to_string(layout.dp) + " x tp " + std::to_string(layout.tp) + " x pp " +
                     std::to_string(layout.pp) +
@@ -53,66 +62,6 @@ std::string plan_rank_map(const config::JobSpec& spec) {
     out += line;
   }
   return out;
-}
-
-// "blocks 4-7 (4)", "block 3".
-std::string block_range(const model::LayerRange& r) {
-  if (r.size() == 1) return "block " + std::to_string(r.begin);
-  return "blocks " + std::to_string(r.begin) + "-" + std::to_string(r.end - 1) + " (" +
-         std::to_string(r.size()) + ")";
-}
-
-// The transformer blocks of each pipeline stage (and of each of its chunks for the
-// interleaved schedule), where the embedding and the LM head live, and each stage's forward
-// cost in units of one block (what the partition balances).
-std::string plan_layers(const config::JobSpec& spec) {
-  const model::ModelConfig config = train::gpt_config(spec);
-  const int pp = spec.parallel.pp;
-  const int chunks = spec.parallel.virtual_stages;
-  const double head = model::head_cost(config) / model::block_cost(config, spec.model.seq_len);
-  std::string out = "layers (" + std::to_string(config.n_layer) + " blocks, " + std::to_string(pp) +
-                    (pp == 1 ? " stage" : " stages");
-  const model::ChunkOrder order =
-      parallel::chunk_order(parallel::parse_schedule_kind(spec.parallel.schedule));
-  if (order == model::ChunkOrder::v_shape) {
-    out +=
-        " x 2 chunks in V order: chunk a of stage s is virtual stage s, chunk b virtual "
-        "stage " +
-        std::to_string(2 * pp - 1) + " - s";
-  } else if (chunks > 1) {
-    out += " x " + std::to_string(chunks) + " chunks: chunk c of stage s is virtual stage c*" +
-           std::to_string(pp) + " + s";
-  }
-  out += "):\n";
-  std::vector<double> costs;
-  for (int s = 0; s < pp; ++s) {
-    const model::GptShardSpec shard =
-        model::GptShardSpec::of(config, spec.model.seq_len, pp, s, chunks, 1, 0, order);
-    double cost = shard.head ? head : 0.0;
-    std::string parts = shard.embedding ? "embedding, " : "";
-    for (size_t c = 0; c < shard.chunks.size(); ++c) {
-      const model::LayerRange& r = shard.chunks[c];
-      cost += r.size();
-      if (c > 0) parts += ", ";
-      if (chunks > 1) {
-        parts += "chunk " + parallel::chunk_suffix(static_cast<int>(c), chunks) + " (virtual " +
-                 std::to_string(model::virtual_stage_of(order, static_cast<int>(c), s, pp)) + "): ";
-      }
-      parts += block_range(r);
-    }
-    if (shard.head) parts += ", LM head";
-    out += " stage " + std::to_string(s) + ": " + parts + "; cost " + fixed2(cost) + "\n";
-    costs.push_back(cost);
-  }
-  out += " (cost: forward work per token, one block = 1, the LM head = " + fixed2(head);
-  if (pp > 1) {
-    double total = 0;
-    for (double c : costs) total += c;
-    const double slowest = *std::max_element(costs.begin(), costs.end());
-    out += "; the slowest stage, whose pace the pipeline runs at, does " +
-           fixed2(slowest * pp / total) + "x the mean";
-  }
-  return out + ")\n";
 }
 
 // The schedule to draw: the spec's, over `micro_batches` (default: its accumulation steps).
@@ -256,7 +205,8 @@ int cmd_plan(const fs::path& job, const std::vector<std::string>& overrides,
     std::fputs(plan_json(spec, p, sim, cluster).c_str(), stdout);
     return kExitOk;
   }
-  std::string out = plan_rank_map(spec) + "\n" + plan_layers(spec) + "\n" + schedule_text(p, sim);
+  std::string out =
+      plan_rank_map(spec) + "\n" + stage_layers_text(spec) + "\n" + schedule_text(p, sim);
   // Under --cluster, device: cuda is checked against the cluster's GPUs.
   out += "\n" + memory_text(spec, launch::workers_per_node(spec.world_size(), 1),
                             cluster ? cluster->memory_gb * 1e9 : 0);
@@ -289,7 +239,7 @@ void add_plan_command(CLI::App& app, Dispatches& out) {
                   "cluster file (configs/clusters/; docs/cost-model.md)");
   cmd->footer(
       "Example:\n  trainctl plan job.yaml --set parallel.pp=4 --set parallel.schedule=gpipe\n"
-      "  trainctl plan job.yaml --set parallel.schedule=interleaved "
+      "  trainctl plan job.yaml --set parallel.pp=2 --set parallel.schedule=interleaved "
       "--set parallel.virtual_stages=2\n\n"
       "Prints each rank's (dp, tp, pp) coordinates and the transformer blocks of each pipeline\n"
       "stage (and of each chunk, for interleaved), then simulates parallel.pp stages running\n"

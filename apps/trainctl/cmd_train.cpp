@@ -10,7 +10,9 @@
 #include "launch/rank_map.h"
 #include "launch_support.h"
 #include "memory_check.h"
+#include "mlflow_artifacts.h"
 #include "train/data_check.h"
+#include "train/init_from_check.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -52,6 +54,7 @@ struct TrainOptions {
   JobOptions job;
   ClusterOptions cluster;
   std::string resume = "auto", profile;
+  bool overwrite = false;
 };
 
 }  // namespace
@@ -60,28 +63,39 @@ int cmd_train(const LaunchArgs& args) {
   config::JobSpec spec = config::load_job_spec(args.job, args.overrides);
   train::check_trainable(spec);  // refuse what this build cannot train before spawning
   train::check_data(spec);       // and data the workers would refuse, before run_dir exists
+  train::check_init_from(spec);  // and a model.init_from folder they could not read
   launch::LaunchOptions opt = launch_options(args, launch::WorkerMode::train);
   check_gpus(spec, opt.cluster.nnodes);
   check_memory_fits(spec, launch::workers_per_node(spec.world_size(), opt.cluster.nnodes));
   const std::string resume = resolve_resume(args.resume);
+  if (args.overwrite && resume != "none") {
+    throw InputError(
+        "--overwrite moves an earlier run aside to start over: use it with "
+        "--resume none (this command resumes with --resume " +
+        args.resume + ")");
+  }
+  opt.fresh_start = resume == "none";
+  opt.overwrite_run = args.overwrite;
   // The checkpoint's model, before any worker starts (they would refuse it only after their
   // start-up and self-test).
   if (const std::optional<fs::path> dir = resume_candidate(spec, resume)) {
     check_checkpoint_model(*dir, spec, args.job.string(),
                            resume == "auto"
                                ? "It is run_dir's newest checkpoint: set another run_dir for "
-                                 "this model, or start over with --resume none (which "
-                                 "overwrites the checkpoints)."
+                                 "this model, or start over with --resume none --overwrite "
+                                 "(which moves the old run aside)."
                                : "Resume with the job spec that wrote it, or start over with "
                                  "--resume none.");
     check_checkpoint_optimizer(*dir, spec);
   }
   opt.worker_env.emplace_back("TRAINCTL_RESUME", resume);
-  const int rc = launch::run_launcher(spec, opt);
+  int rc = launch::run_launcher(spec, opt);
+  if (opt.cluster.node_rank != 0) return rc;
   // checkpoint.export_hf: node 0 converts the final checkpoint once every worker is done.
-  if (rc == kExitOk && spec.checkpoint.export_hf && opt.cluster.node_rank == 0) {
-    return cmd_ckpt_export_hf(spec.run_dir, {}, {});
-  }
+  const bool export_hf = rc == kExitOk && spec.checkpoint.export_hf;
+  // run_dir/hf is the run's own export: a resumed run replaces the earlier one's.
+  if (export_hf) rc = cmd_ckpt_export_hf(spec.run_dir, {}, {}, /*force=*/true);
+  if (spec.logging.mlflow.enabled()) log_mlflow_artifacts(spec, export_hf && rc == kExitOk);
   return rc;
 }
 
@@ -95,6 +109,10 @@ void add_train_command(CLI::App& app, Dispatches& out) {
                   "run_dir/checkpoints, else from scratch), none (from scratch), or a "
                   "checkpoint directory (any dp/tp/pp layout)")
       ->default_val("auto");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "With --resume none on a run_dir that holds an earlier run: move that run "
+                "(checkpoints, metrics, logs, TensorBoard) to run_dir/previous-<UTC time>/ and "
+                "start over (without it, such a start is refused: one history per run_dir)");
   cmd->add_option("--profile", o->profile,
                   "Record a timeline of steps A..B on every rank (as logging.profile_steps: "
                   "[A, B]), merged into run_dir/trace.json for Perfetto UI / chrome://tracing")
@@ -109,6 +127,7 @@ void add_train_command(CLI::App& app, Dispatches& out) {
   cmd->footer(
       std::string("Example:\n  trainctl train job.yaml --set training.steps=50\n"
                   "  trainctl train job.yaml --resume runs/job/checkpoints/step_00000100\n"
+                  "  trainctl train job.yaml --resume none --overwrite   # start over\n"
                   "  trainctl train job.yaml --profile 3:4   # timeline -> run_dir/trace.json\n"
                   "  srun --ntasks-per-node=1 trainctl train job.yaml   # Slurm, N nodes\n\n") +
       kClusterHelp + "\n\n" + kExitCodesHelp);
@@ -118,6 +137,7 @@ void add_train_command(CLI::App& app, Dispatches& out) {
                    args.overrides = o->job.overrides;
                    if (!o->profile.empty()) args.overrides.push_back(profile_override(o->profile));
                    args.resume = o->resume;
+                   args.overwrite = o->overwrite;
                    o->cluster.fill(args);
                    return cmd_train(args);
                  }});

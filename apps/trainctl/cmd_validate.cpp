@@ -8,7 +8,9 @@
 #include "launch_support.h"
 #include "memory_check.h"
 #include "plan/mixed_memory_plan.h"
+#include "stage_layers_text.h"
 #include "train/data_check.h"
+#include "train/init_from_check.h"
 #include "train/trainer.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -20,12 +22,14 @@ int cmd_validate(const std::filesystem::path& job, const std::vector<std::string
   config::JobSpec spec = config::load_job_spec(job, overrides);
   plan::check_memory_layout(spec);  // before the GPU checks: refused on any machine
   const std::string data_line = train::check_data(spec);
+  const std::string init_line = train::check_init_from(spec);
   launch::ClusterPlacement cluster = launch::resolve_cluster(cluster_flags, launch::process_env());
   const Layout& layout = spec.parallel;
   const int workers = launch::workers_per_node(layout.world_size(), cluster.nnodes);
   std::string out = config::summary(spec);
   if (!out.empty() && out.back() != '\n') out += '\n';
   if (!data_line.empty()) out += "data file:  " + data_line + "\n";
+  if (!init_line.empty()) out += "init_from:  " + init_line + "\n";
   out += "\nrank map (" + std::to_string(cluster.nnodes) + " node(s), " + std::to_string(workers) +
          " worker(s) per node):\n";
   out += launch::format_rank_map(launch::rank_map(layout, cluster.nnodes));
@@ -35,6 +39,7 @@ int cmd_validate(const std::filesystem::path& job, const std::vector<std::string
            "\n";
   }
   if (spec.device == Device::cpu) out += cpu_kernels_text() + "\n";
+  if (layout.pp > 1) out += "\n" + stage_layers_text(spec);
   out += "\n" + memory_text(spec, workers);
   check_memory_fits(spec, workers);
   out += "\nok: " + job.string() + " is valid\n";
@@ -55,6 +60,7 @@ namespace {
 int show_resolved(const std::filesystem::path& job, const std::vector<std::string>& overrides) {
   const config::JobSpec spec = config::load_job_spec(job, overrides);
   train::check_data(spec);
+  train::check_init_from(spec);
   std::fputs(config::to_yaml(spec).c_str(), stdout);
   return kExitOk;
 }

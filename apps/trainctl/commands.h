@@ -20,6 +20,7 @@ struct LaunchArgs {
   std::optional<std::string> token;
   std::optional<std::string> node_addr;
   std::string resume = "auto";  // train only: auto | none | a checkpoint directory
+  bool overwrite = false;       // train only: --overwrite (with --resume none)
 };
 
 int cmd_train(const LaunchArgs& args);

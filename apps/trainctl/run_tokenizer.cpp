@@ -3,7 +3,9 @@
 #include <cstdio>
 
 #include "config/load.h"
+#include "data/blend.h"
 #include "data/manifest.h"
+#include "train/spec_options.h"
 #include "util/error.h"
 
 namespace trainctl::app {
@@ -24,8 +26,8 @@ fs::path tokenizer_of_run(const fs::path& run_dir) {
   fs::path dir;
   try {
     const config::JobSpec spec = config::load_job_spec(resolved);
-    if (spec.data.type != "tokens" || !data::is_token_directory(spec.data.path)) return {};
-    dir = spec.data.path;
+    dir = data::prepared_directory(train::dataset_options(spec));
+    if (dir.empty()) return {};
     m = data::read_manifest(dir);
   } catch (const InputError& e) {
     std::fprintf(stderr, "note: no tokenizer found for the run: %s\n", e.what());

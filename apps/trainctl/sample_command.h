@@ -31,8 +31,9 @@ void check_sample_args(const SampleArgs& args);
 std::string whole_number(std::string& text);
 
 // Prints the prompt followed by the sampled text on stdout (after check_sample_args). Throws
-// InputError (exit 2) for a missing or non-GPT checkpoint, an empty prompt without a BOS token, a
-// prompt token outside the model's vocabulary, or --device cuda where no GPU can be used.
+// InputError (exit 2) for a missing checkpoint (or a model kind sampling refuses), an empty prompt
+// without a BOS token, a prompt token outside the model's vocabulary, or --device cuda where no GPU
+// can be used.
 int cmd_sample(const SampleArgs& args);
 
 }  // namespace trainctl::app

@@ -32,7 +32,7 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }  // namespace
 
 std::vector<std::string> file_list_problems(const CheckpointMetadata& m, const fs::path& dir) {
-  const int world = m.layout.dp * m.layout.tp * m.layout.pp;
+  const int world = m.layout.world_size();
   std::set<int> seen;
   std::vector<int> foreign;
   for (const FileRecord& f : m.files) {
@@ -44,7 +44,8 @@ std::vector<std::string> file_list_problems(const CheckpointMetadata& m, const f
     if (!seen.count(r)) missing.push_back(r);
   }
   const std::string layout = "dp " + std::to_string(m.layout.dp) + " x tp " +
-                             std::to_string(m.layout.tp) + " x pp " + std::to_string(m.layout.pp);
+                             std::to_string(m.layout.tp) + " x pp " + std::to_string(m.layout.pp) +
+                             (m.layout.cp > 1 ? " x cp " + std::to_string(m.layout.cp) : "");
   std::vector<std::string> out;
   if (!missing.empty()) {
     out.push_back("checkpoint " + dir.string() +
@@ -65,10 +66,19 @@ std::vector<std::string> model_tensor_problems(const CheckpointReader& reader) {
   const CheckpointMetadata& m = reader.metadata();
   const std::string where = "checkpoint " + reader.dir().string();
   const std::string model = " (its model: " + describe(m.model) + ")";
-  std::map<std::string, Shape> expected;
+  std::map<std::string, Shape> expected, buffers;
+  const std::string gate = ".gate.weight";
   for (const model::ParamSpec& p :
        model::gpt_param_specs(m.model, model::GptShardSpec::whole(m.model))) {
     if (!p.tied_copy) expected[p.name] = p.shard.global_shape;
+    // balance: bias: each MoE router's expert bias, a buffer beside its gate (no optimizer
+    // state; train/checkpointing.cpp).
+    const size_t n = p.name.size();
+    if (m.model.moe.expert_bias() && n > gate.size() &&
+        p.name.compare(n - gate.size(), gate.size(), gate) == 0) {
+      buffers[p.name.substr(0, n - std::string("weight").size()) + "e_score_correction_bias"] = {
+          m.model.moe.num_experts};
+    }
   }
   // The optimizer states present (AdamW: exp_avg, exp_avg_sq; SGD: momentum_buffer).
   std::set<std::string> states;
@@ -90,13 +100,14 @@ std::vector<std::string> model_tensor_problems(const CheckpointReader& reader) {
     check(name, shape);
     for (const std::string& state : states) check(optimizer_tensor_name(state, name), shape);
   }
+  for (const auto& [name, shape] : buffers) check(name, shape);
   for (const std::string& name : reader.tensor_names()) {
     std::string parameter = name;
     if (is_optimizer_tensor(name)) {
       const std::string rest = name.substr(std::string(kOptimizerPrefix).size());
       parameter = rest.find('.') == std::string::npos ? "" : rest.substr(rest.find('.') + 1);
     }
-    if (!expected.count(parameter)) {
+    if (!expected.count(parameter) && !buffers.count(name)) {
       out.push_back(where + " holds " + name + ", which is not part of its model" + model);
     }
   }

@@ -1,11 +1,14 @@
 #include "checkpoint/export_hf.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/durable_file.h"
 #include "checkpoint/errors.h"
+#include "checkpoint/hf_names.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_writer.h"
@@ -16,18 +19,6 @@ namespace trainctl::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
-
-// nn.Linear in trainctl ([out, in]); Conv1D in GPT2LMHeadModel ([in, out]).
-bool is_conv1d(const std::string& name) {
-  for (const char* suffix :
-       {".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
-    const std::string s = suffix;
-    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
 
 std::vector<float> transposed(const std::vector<float>& v, int64_t rows, int64_t cols) {
   std::vector<float> out(v.size());
@@ -46,6 +37,26 @@ void write_text(const fs::path& path, const std::string& text) {
     if (!out.flush()) throw InputError(path.string() + ": cannot write");
   }
   fs::rename(tmp, path);
+}
+
+// A float as the shortest decimal that reads back as the same float: 1e-05, not the
+// double 9.999999747378752e-06 that widening 1e-5f gives (transformers reads either, people
+// read config.json).
+double shortest_decimal(float v) {
+  for (int digits = 1; digits < 9; ++digits) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(text, nullptr) == v) return std::strtod(text, nullptr);
+  }
+  return v;
+}
+
+// Explicit bos/eos ids: the tokenizer's end-of-text token when the run has a tokenizer,
+// else null. Left out, a Llama config inherits transformers' defaults (bos 1, eos 2):
+// real bytes in a byte-level vocabulary, so `generate` would stop at the first 0x02.
+void set_special_token_ids(nlohmann::json& j, const std::optional<int64_t>& eos) {
+  j["bos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
+  j["eos_token_id"] = eos ? nlohmann::json(*eos) : nlohmann::json(nullptr);
 }
 
 nlohmann::json gpt2_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
@@ -69,10 +80,7 @@ nlohmann::json gpt2_config(const model::ModelConfig& c, const std::optional<int6
                       {"use_cache", true},
                       {"torch_dtype", "float32"},
                       {"producer", "trainctl " TRAINCTL_VERSION}};
-  if (eos) {
-    j["bos_token_id"] = *eos;
-    j["eos_token_id"] = *eos;
-  }
+  set_special_token_ids(j, eos);
   return j;
 }
 
@@ -87,8 +95,8 @@ nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int
                       {"num_attention_heads", c.n_head},
                       {"num_key_value_heads", c.kv_heads()},
                       {"hidden_act", "silu"},
-                      {"rms_norm_eps", c.norm_eps},
-                      {"rope_theta", c.rope_theta},
+                      {"rms_norm_eps", shortest_decimal(c.norm_eps)},
+                      {"rope_theta", shortest_decimal(c.rope_theta)},
                       {"rope_scaling", nullptr},
                       {"attention_bias", false},
                       {"attention_dropout", 0.0},
@@ -98,11 +106,38 @@ nlohmann::json llama_config(const model::ModelConfig& c, const std::optional<int
                       {"use_cache", true},
                       {"torch_dtype", "float32"},
                       {"producer", "trainctl " TRAINCTL_VERSION}};
-  if (eos) {
-    j["bos_token_id"] = *eos;
-    j["eos_token_id"] = *eos;
-  }
+  set_special_token_ids(j, eos);
   return j;
+}
+
+// MixtralConfig: Llama's attention and norms, every layer's feed-forward a softmax top-k
+// mixture of SwiGLU experts (intermediate_size: one expert's width).
+nlohmann::json mixtral_config(const model::ModelConfig& c, const std::optional<int64_t>& eos) {
+  nlohmann::json j = llama_config(c, eos);
+  for (const char* key : {"rope_scaling", "attention_bias", "pretraining_tp"}) j.erase(key);
+  j["architectures"] = {"MixtralForCausalLM"};
+  j["model_type"] = "mixtral";
+  j["intermediate_size"] = c.moe.expert_ffn_hidden;
+  j["num_local_experts"] = c.moe.num_experts;
+  j["num_experts_per_tok"] = c.moe.top_k;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = c.moe.aux_loss_coef;
+  j["sliding_window"] = nullptr;
+  return j;
+}
+
+// What MixtralForCausalLM computes: why this MoE model is not it, or "" when it is.
+std::string mixtral_mismatch(const model::ModelConfig& c) {
+  const model::MoeConfig& m = c.moe;
+  if (!c.llama()) return "a gpt model (Mixtral is llama + moe)";
+  if (m.score != model::MoeScore::softmax) return "score: sigmoid (Mixtral's router is softmax)";
+  if (m.shared_experts > 0) return "shared experts (Mixtral has none)";
+  if (m.layers_every != 1 || m.layers_from != 0) {
+    return "dense layers between the MoE ones (Mixtral's are all MoE: layers: all)";
+  }
+  if (m.capacity_factor > 0) return "a capacity_factor (Mixtral is dropless)";
+  if (m.expert_bias()) return "balance: bias (Mixtral's router has no expert bias)";
+  return "";
 }
 
 // tokenizer.json with its merges as "a b" strings: tokenizers 0.20 and later write
@@ -165,12 +200,7 @@ void require_gpt_checkpoint(CheckpointReader& reader) {
 }
 
 ExportSummary export_hf(CheckpointReader& reader, const HfExportOptions& o) {
-  if (reader.metadata().model.moe.enabled()) {
-    // Its tensors carry Mixtral's names, but config.json would describe a dense model.
-    throw InputError("checkpoint " + reader.dir().string() +
-                     " holds a mixture-of-experts model, which --format hf does not export yet; "
-                     "use the default format");
-  }
+  if (reader.metadata().model.moe.enabled()) return export_hf_mixtral(reader, o);
   if (reader.metadata().model.llama()) return export_hf_llama(reader, o);
   return export_hf_gpt2(reader, o);
 }
@@ -189,7 +219,7 @@ ExportSummary write_hf_folder(CheckpointReader& reader, const HfExportOptions& o
   if (!problems.empty()) throw CheckpointCorrupt(problems.front());
   const std::vector<std::string> names = model_tensor_names(reader);
   auto transposed_here = [&](const std::string& name) {
-    return transpose_conv1d && is_conv1d(name);
+    return transpose_conv1d && is_hf_conv1d_weight(name);
   };
   std::vector<SafetensorsEntry> entries;
   for (const std::string& name : names) {
@@ -220,6 +250,21 @@ ExportSummary write_hf_folder(CheckpointReader& reader, const HfExportOptions& o
 // and its RoPE is transformers' rotate_half: the tensors go out as they are.
 ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& o) {
   return write_hf_folder(reader, o, false, llama_config(reader.metadata().model, o.eos_token_id));
+}
+
+ExportSummary export_hf_mixtral(CheckpointReader& reader, const HfExportOptions& o) {
+  const model::ModelConfig& c = reader.metadata().model;
+  const std::string why = mixtral_mismatch(c);
+  if (!why.empty()) {
+    throw InputError("checkpoint " + reader.dir().string() +
+                     " holds a mixture-of-experts model with " + why +
+                     ", which --format hf cannot write as MixtralForCausalLM (llama + moe, "
+                     "softmax top-k, no shared experts, every layer MoE, dropless); use the "
+                     "default format");
+  }
+  // trainctl's MoE llama already carries Mixtral's names (block_sparse_moe.gate,
+  // experts.<i>.w1/w2/w3) and nn.Linear layouts.
+  return write_hf_folder(reader, o, false, mixtral_config(c, o.eos_token_id));
 }
 
 ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& o) {

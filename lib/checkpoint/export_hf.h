@@ -1,6 +1,7 @@
 #pragma once
 // A checkpoint's model as a Hugging Face folder that `transformers` loads with
 // AutoModelForCausalLM.from_pretrained(dir): LlamaForCausalLM for llama (export_hf_llama),
+// MixtralForCausalLM for llama + moe (export_hf_mixtral),
 // for GPT GPT2LMHeadModel:
 //   model.safetensors  the parameters under GPT2LMHeadModel's names (nanoGPT's names are
 //                      the same); the four projection matrices (attn.c_attn, attn.c_proj,
@@ -40,5 +41,10 @@ ExportSummary export_hf_gpt2(CheckpointReader& reader, const HfExportOptions& op
 // config.json a LlamaConfig (rms_norm_eps, rope_theta, num_key_value_heads,
 // intermediate_size, tie_word_embeddings; no lm_head tensor when tied).
 ExportSummary export_hf_llama(CheckpointReader& reader, const HfExportOptions& options);
+// MixtralForCausalLM for llama + moe when the model is Mixtral's (softmax top-k, no shared
+// experts, every layer MoE, dropless, no expert bias); else an InputError saying which of
+// these it is not. config.json a MixtralConfig (num_local_experts, num_experts_per_tok,
+// intermediate_size = one expert's width).
+ExportSummary export_hf_mixtral(CheckpointReader& reader, const HfExportOptions& options);
 
 }  // namespace trainctl::checkpoint

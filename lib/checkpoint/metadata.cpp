@@ -1,6 +1,7 @@
 #include "checkpoint/metadata.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -119,7 +120,12 @@ void read_layout(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   m.layout.pp = static_cast<int>(json_int(l, "pp", 1, kMaxWorkers, at));
   m.layout.virtual_stages = static_cast<int>(json_int(l, "virtual_stages", 1, 64, at));
   m.layout.zero = static_cast<int>(json_int(l, "zero", 0, 3, at));
-  if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp > kMaxWorkers) {
+  // parallel.ep, recorded only when > 1 (checkpoints from before it have none).
+  if (l.contains("ep")) m.layout.ep = static_cast<int>(json_int(l, "ep", 1, kMaxWorkers, at));
+  // Context parallelism (written when cp > 1): CP ranks hold the same parameters; only CP
+  // rank 0 of each replica writes them, the others write empty shards.
+  m.layout.cp = l.contains("cp") ? static_cast<int>(json_int(l, "cp", 1, kMaxWorkers, at)) : 1;
+  if (int64_t{m.layout.dp} * m.layout.tp * m.layout.pp * m.layout.cp > kMaxWorkers) {
     bad_field(at, at.field("dp"), "x tp x pp is more than 1048576 workers");
   }
 }
@@ -148,18 +154,28 @@ void read_moe(const json& c, const JsonPlace& at, model::ModelConfig& m) {
   }
   m.moe.aux_loss_coef = j.at("aux_loss_coef").get<float>();
   m.moe.capacity_factor = j.at("capacity_factor").get<float>();
+  // balance: bias (absent: no expert bias).
+  if (j.contains("bias_update_rate")) {
+    const json& v = j.at("bias_update_rate");
+    if (!v.is_number() || !(v.get<double>() >= 0)) {
+      bad_field(e, e.field("bias_update_rate"), "must be a number >= 0");
+    }
+    m.moe.bias_update_rate = v.get<float>();
+  }
 }
 
 json moe_json(const model::MoeConfig& e) {
-  return {{"num_experts", e.num_experts},
-          {"top_k", e.top_k},
-          {"expert_ffn_hidden", e.expert_ffn_hidden},
-          {"shared_experts", e.shared_experts},
-          {"score", e.score == model::MoeScore::sigmoid ? "sigmoid" : "softmax"},
-          {"aux_loss_coef", e.aux_loss_coef},
-          {"capacity_factor", e.capacity_factor},
-          {"layers_every", e.layers_every},
-          {"layers_from", e.layers_from}};
+  json j = {{"num_experts", e.num_experts},
+            {"top_k", e.top_k},
+            {"expert_ffn_hidden", e.expert_ffn_hidden},
+            {"shared_experts", e.shared_experts},
+            {"score", e.score == model::MoeScore::sigmoid ? "sigmoid" : "softmax"},
+            {"aux_loss_coef", e.aux_loss_coef},
+            {"capacity_factor", e.capacity_factor},
+            {"layers_every", e.layers_every},
+            {"layers_from", e.layers_from}};
+  if (e.expert_bias()) j["bias_update_rate"] = e.bias_update_rate;
+  return j;
 }
 
 void read_model(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
@@ -239,6 +255,46 @@ void read_files(const json& j, const JsonPlace& top, CheckpointMetadata& m) {
   }
 }
 
+json data_json(const DataPosition& d) {
+  json out = {{"samples_consumed", d.samples_consumed}, {"next_step", d.next_step}};
+  if (d.sources.empty()) return out;
+  json sources = json::array();
+  for (const SourcePosition& s : d.sources) {
+    sources.push_back({{"name", s.name},
+                       {"samples_consumed", s.samples_consumed},
+                       {"tokens_consumed", s.tokens_consumed},
+                       {"epoch", s.epoch}});
+  }
+  out["sources"] = std::move(sources);
+  return out;
+}
+
+// data.sources: one position per blend source, whose samples add up to the stream's.
+std::vector<SourcePosition> read_sources(const json& data, const JsonPlace& at,
+                                         const DataPosition& d) {
+  const json& list = data.at("sources");
+  if (!list.is_array()) bad_field(at, "sources", "is not a JSON array");
+  std::vector<SourcePosition> out;
+  int64_t total = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonPlace item = at.in("sources[" + std::to_string(i) + "]");
+    if (!list[i].is_object()) bad_field(at, "sources", "holds an item that is not an object");
+    SourcePosition s;
+    s.name = json_string(list[i], "name", item);
+    s.samples_consumed = json_int(list[i], "samples_consumed", 0, d.samples_consumed, item);
+    s.tokens_consumed = json_int(list[i], "tokens_consumed", 0, INT64_MAX, item);
+    s.epoch = json_int(list[i], "epoch", 0, INT64_MAX, item);
+    total += s.samples_consumed;
+    out.push_back(std::move(s));
+  }
+  if (total != d.samples_consumed) {
+    bad_field(at, "sources",
+              "draw " + std::to_string(total) + " samples in all, not the " +
+                  std::to_string(d.samples_consumed) + " of samples_consumed");
+  }
+  return out;
+}
+
 }  // namespace
 
 json to_json(const TensorRecord& t) {
@@ -264,22 +320,23 @@ json to_json(const FileRecord& f) {
 json to_json(const CheckpointMetadata& m) {
   json files = json::array();
   for (const FileRecord& f : m.files) files.push_back(to_json(f));
-  json doc = {
-      {"format_version", m.format_version},
-      {"producer", m.producer},
-      {"step", m.step},
-      {"layout",
-       {{"dp", m.layout.dp},
-        {"tp", m.layout.tp},
-        {"pp", m.layout.pp},
-        {"virtual_stages", m.layout.virtual_stages},
-        {"zero", m.layout.zero}}},
-      {"model", model_json(m.model)},
-      {"data", {{"samples_consumed", m.data.samples_consumed}, {"next_step", m.data.next_step}}},
-      {"optimizer_step", m.optimizer_step},
-      {"rng", m.rng},
-      {"extra", m.extra},
-      {"files", std::move(files)}};
+  json layout = {{"dp", m.layout.dp},
+                 {"tp", m.layout.tp},
+                 {"pp", m.layout.pp},
+                 {"virtual_stages", m.layout.virtual_stages},
+                 {"zero", m.layout.zero}};
+  if (m.layout.cp != 1) layout["cp"] = m.layout.cp;
+  json doc = {{"format_version", m.format_version},
+              {"producer", m.producer},
+              {"step", m.step},
+              {"layout", std::move(layout)},
+              {"model", model_json(m.model)},
+              {"data", data_json(m.data)},
+              {"optimizer_step", m.optimizer_step},
+              {"rng", m.rng},
+              {"extra", m.extra},
+              {"files", std::move(files)}};
+  if (m.layout.ep != 1) doc["layout"]["ep"] = m.layout.ep;
   if (metadata_is_protected(m)) doc[kMetadataChecksumKey] = metadata_checksum(doc);
   return doc;
 }
@@ -300,7 +357,7 @@ CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
   // First: an edited file is reported as edited, not by the first value that looks odd.
   if (metadata_is_protected(m)) check_checksum(j, top);
   if (j.contains("producer")) m.producer = json_string(j, "producer", top);
-  m.step = json_int(j, "step", 1, kMaxCheckpointStep, top);
+  m.step = json_int(j, "step", 0, kMaxCheckpointStep, top);  // 0: imported (ckpt import)
   read_layout(j, top, m);
   read_model(j, top, m);
   const JsonPlace data_at = top.in("data");
@@ -310,6 +367,7 @@ CheckpointMetadata metadata_from_json(const json& j, const std::string& where) {
       json_int(data, "samples_consumed", m.step, m.step * kMaxGlobalBatch, data_at);
   // The loader continues after `step`; a different next_step could not be honoured.
   m.data.next_step = json_int(data, "next_step", m.step, m.step, data_at);
+  if (data.contains("sources")) m.data.sources = read_sources(data, data_at, m.data);
   m.optimizer_step = json_int(j, "optimizer_step", 0, m.step, top);
   m.rng = j.value("rng", json());
   m.extra = j.value("extra", json::object());

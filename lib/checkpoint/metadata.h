@@ -40,10 +40,22 @@ struct ParallelLayout : Layout {
   bool operator==(const ParallelLayout&) const = default;
 };
 
+// A blend source's place in the data stream (data.type blend): samples drawn from it so far
+// and, informational, their tokens and the source's epoch.
+struct SourcePosition {
+  std::string name;
+  int64_t samples_consumed = 0;
+  int64_t tokens_consumed = 0;
+  int64_t epoch = 0;
+  bool operator==(const SourcePosition&) const = default;
+};
+
 // Where the data stream resumes.
 struct DataPosition {
   int64_t samples_consumed = 0;  // training samples drawn so far (all DP ranks together)
   int64_t next_step = 0;         // the first step to run after resuming
+  // A blend: each source's position (their samples sum to samples_consumed); else empty.
+  std::vector<SourcePosition> sources;
   bool operator==(const DataPosition&) const = default;
 };
 
@@ -64,7 +76,9 @@ struct FileRecord {
 
 struct CheckpointMetadata {
   int format_version = kFormatVersion;
-  int64_t step = 0;  // optimizer steps completed when the checkpoint was taken (>= 1)
+  // Optimizer steps completed when the checkpoint was taken (>= 1; 0 only for a model
+  // imported by `ckpt import`, which holds no optimizer state).
+  int64_t step = 0;
   ParallelLayout layout;
   model::ModelConfig model;
   DataPosition data;

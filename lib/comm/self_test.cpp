@@ -34,6 +34,37 @@ void check_allreduce(Communicator& comm, size_t n, ReduceOp op) {
   });
 }
 
+// Rank `from` sends rank `to` a block whose size varies with both (zero for some pairs, as
+// experts that receive no tokens), holding self_test_value(from, to * (n + 2) + i).
+size_t alltoallv_block(int from, int to, size_t n) {
+  return (n + static_cast<size_t>(3 * from + 5 * to)) % (n + 2);
+}
+
+void check_alltoallv(Communicator& comm, size_t n) {
+  const int p = comm.size(), me = comm.rank();
+  std::vector<size_t> sends, recvs;
+  std::vector<float> in;
+  for (int d = 0; d < p; ++d) {
+    sends.push_back(alltoallv_block(me, d, n));
+    recvs.push_back(alltoallv_block(d, me, n));
+    for (size_t i = 0; i < sends.back(); ++i) {
+      in.push_back(self_test_value(me, static_cast<size_t>(d) * (n + 2) + i));
+    }
+  }
+  size_t total = 0;
+  for (size_t c : recvs) total += c;
+  std::vector<float> out(total, -1.0f);
+  comm.alltoallv(in.data(), sends.data(), out.data(), recvs.data());
+  size_t at = 0;
+  for (int s = 0; s < p; ++s) {
+    const size_t block = recvs[static_cast<size_t>(s)];
+    check_collective_result(
+        comm.name(), op_label("alltoallv", n), out.data() + at, block,
+        [&](size_t i) { return self_test_value(s, static_cast<size_t>(me) * (n + 2) + i); });
+    at += block;
+  }
+}
+
 void check_reduce_scatter(Communicator& comm, size_t n) {
   const int p = comm.size();
   std::vector<float> in(n * static_cast<size_t>(p));
@@ -121,6 +152,7 @@ void run_collective_self_test(Communicator& comm, const SelfTestOptions& options
     check_allgather(comm, n);
     check_broadcast(comm, n);
     check_send_recv_ring(comm, n, tag++);
+    check_alltoallv(comm, n);
     comm.barrier();
   }
   const double ms =
@@ -129,7 +161,8 @@ void run_collective_self_test(Communicator& comm, const SelfTestOptions& options
       options.counts.empty() ? 0 : *std::max_element(options.counts.begin(), options.counts.end());
   spdlog::info(
       "comm self-test on group {} ({} ranks, this is rank {}): allreduce sum/max, "
-      "reduce_scatter, allgather, broadcast, send/recv, barrier correct for {} sizes up to {} "
+      "reduce_scatter, allgather, broadcast, send/recv, alltoallv, barrier correct for {} sizes up "
+      "to {} "
       "elements in {:.0f} ms",
       comm.name(), comm.size(), comm.rank(), options.counts.size(), largest, ms);
 }
@@ -140,6 +173,12 @@ void run_collective_self_test(const ProcessGroups& groups, const SelfTestOptions
     if (comm == nullptr)
       throw std::invalid_argument("run_collective_self_test: a group is missing");
     run_collective_self_test(*comm, options);
+  }
+  // The CP ring (send/recv around the ring is what ring attention does).
+  if (groups.cp && groups.layout.cp > 1) run_collective_self_test(*groups.cp, options);
+  // The expert-parallel groups exist only with parallel.ep > 1.
+  for (Communicator* comm : {groups.ep.get(), groups.edp.get()}) {
+    if (comm != nullptr) run_collective_self_test(*comm, options);
   }
   // Ranks of different sub-groups finish at different times; the world barrier makes the
   // self-test end together, so no rank moves on (or exits) while another still checks.

@@ -35,9 +35,10 @@ float self_test_value(int rank, size_t index);
 void check_collective_result(std::string_view group, std::string_view op, const float* got,
                              size_t count, const std::function<float(size_t)>& expected);
 
-// Runs, in world, dp, tp and pp (in that order; collective over every rank of the
-// world): allreduce sum and max, reduce_scatter, allgather, broadcast from every root,
-// send/recv around the ring and barrier, for each of options.counts. Logs one summary
+// Runs, in world, dp, tp and pp, then ep and edp when they exist (in that order; collective
+// over every rank of the world): allreduce sum and max, reduce_scatter, allgather,
+// broadcast from every root, send/recv around the ring, alltoallv with blocks of varied
+// sizes (some empty) and barrier, for each of options.counts. Logs one summary
 // line per group. Throws SelfTestError on a wrong value and CommError on a failed call.
 void run_collective_self_test(const ProcessGroups& groups, const SelfTestOptions& options = {});
 

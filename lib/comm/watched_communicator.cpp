@@ -238,6 +238,17 @@ void WatchedCommunicator::barrier() {
   inner_->barrier();
 }
 
+void WatchedCommunicator::alltoallv(const float* in, const size_t* send_counts, float* out,
+                                    const size_t* recv_counts) {
+  maybe_stall("alltoallv");
+  size_t sent = 0;
+  for (int r = 0; r < size(); ++r) sent += send_counts[r];
+  board_->begin_collective(group_id_, "alltoallv", sent * kFloat);
+  CallScope scope(*board_, group_id_);
+  observe::TraceScope trace(trace_, "alltoallv", "comm", call_fields(name(), sent * kFloat));
+  inner_->alltoallv(in, send_counts, out, recv_counts);
+}
+
 void watch_process_groups(ProcessGroups& groups, const std::optional<StallHook>& stall) {
   auto board = std::make_shared<ProgressBoard>(groups.rank);
   const Layout& layout = groups.layout;
@@ -249,14 +260,19 @@ void watch_process_groups(ProcessGroups& groups, const std::optional<StallHook>&
         std::make_unique<WatchedCommunicator>(std::move(group), board, std::move(members), stall);
   };
   wrap(groups.world, everyone);
-  wrap(groups.dp, dp_group(layout, groups.rank));
+  wrap(groups.dp,
+       layout.cp == 1 ? dp_group(layout, groups.rank) : dp_cp_group(layout, groups.rank));
   wrap(groups.tp, tp_group(layout, groups.rank));
   wrap(groups.pp, pp_group(layout, groups.rank));
+  if (groups.cp) wrap(groups.cp, cp_group(layout, groups.rank));
+  if (groups.ep) wrap(groups.ep, ep_group(layout, groups.rank));
+  if (groups.edp) wrap(groups.edp, edp_group(layout, groups.rank));
   groups.progress = std::move(board);
 }
 
 void trace_process_groups(ProcessGroups& groups, observe::TraceRecorder* trace) {
-  for (Communicator* c : {groups.world.get(), groups.dp.get(), groups.tp.get(), groups.pp.get()}) {
+  for (Communicator* c : {groups.world.get(), groups.dp.get(), groups.tp.get(), groups.pp.get(),
+                          groups.ep.get(), groups.edp.get()}) {
     if (auto* watched = dynamic_cast<WatchedCommunicator*>(c)) watched->set_trace(trace);
   }
 }

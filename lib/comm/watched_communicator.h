@@ -63,6 +63,8 @@ class WatchedCommunicator final : public Communicator {
   std::unique_ptr<PendingSend> isend(const void* data, size_t bytes, int dst,
                                      uint32_t tag) override;
   void barrier() override;
+  void alltoallv(const float* in, const size_t* send_counts, float* out,
+                 const size_t* recv_counts) override;
 
   std::string algorithm_name(std::string_view op, size_t count) const override {
     return inner_->algorithm_name(op, count);

@@ -41,6 +41,7 @@ void write_model(std::ostream& y, const ModelSpec& m) {
   y << "  vocab_size: " << m.vocab_size << "\n  seq_len: " << m.seq_len
     << "\n  n_layer: " << m.n_layer << "\n  n_head: " << m.n_head << "\n  d_model: " << m.d_model
     << "\n";
+  if (!m.init_from.empty()) y << "  init_from: " << quoted(m.init_from.string()) << "\n";
   if (!m.is_llama()) return;
   // As written, so that parsing this text gives this spec back; what an unset n_kv_head
   // or ffn_hidden resolves to is shown as a comment.
@@ -80,6 +81,12 @@ void write_data(std::ostream& y, const DataSpec& d) {
   y << "data:\n  type: " << d.type << "\n";
   if (!d.path.empty()) y << "  path: " << quoted(d.path.string()) << "\n";
   y << "  val_fraction: " << format_real(d.val_fraction) << "\n";
+  if (d.seed) y << "  seed: " << *d.seed << "\n";
+  if (!d.sources.empty()) y << "  sources:\n";
+  for (const DataSourceSpec& s : d.sources) {
+    y << "    - {name: " << quoted(s.name) << ", path: " << quoted(s.path.string())
+      << ", weight: " << format_real(s.weight) << ", type: " << s.type << "}\n";
+  }
 }
 
 void write_parallel(std::ostream& y, const ParallelSpec& p) {
@@ -87,7 +94,10 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
     << "\n  schedule: " << p.schedule << "\n  virtual_stages: " << p.virtual_stages
     << "\n  zero: " << p.zero << "\n  grad_comm: " << p.grad_comm
     << "\n  bucket_mb: " << format_real(p.bucket_mb) << "\n";
+  if (p.cp != 1) y << "  cp: " << p.cp << "\n";
+  if (p.ep != 1) y << "  ep: " << p.ep << "\n";
   if (p.grad_compression != "none") y << "  grad_compression: " << p.grad_compression << "\n";
+  if (p.sequence_parallel) y << "  sequence_parallel: true\n";
   if (p.grad_compression == "powersgd") {
     y << "  powersgd_rank: " << p.powersgd_rank
       << "\n  powersgd_warmup_steps: " << p.powersgd_warmup_steps << "\n";
@@ -102,6 +112,13 @@ void write_parallel(std::ostream& y, const ParallelSpec& p) {
   if (p.mode != "data_parallel") {
     y << "  mode: " << p.mode << "\n  parameter_server:\n    servers: " << p.ps_servers
       << "\n    max_staleness: " << p.ps_max_staleness << "\n";
+  }
+  if (p.stage_balance != "auto") y << "  stage_balance: " << p.stage_balance << "\n";
+  if (!p.layers_per_stage.empty()) {
+    y << "  layers_per_stage: [";
+    for (size_t i = 0; i < p.layers_per_stage.size(); ++i)
+      y << (i > 0 ? ", " : "") << p.layers_per_stage[i];
+    y << "]\n";
   }
 }
 
@@ -139,6 +156,11 @@ void write_logging(std::ostream& y, const LoggingSpec& l) {
     << "\n";
   if (l.profiling()) {
     y << "  profile_steps: [" << l.profile_first << ", " << l.profile_last << "]\n";
+  }
+  if (l.mlflow.enabled()) {
+    y << "  mlflow:\n    tracking_uri: " << quoted(l.mlflow.tracking_uri)
+      << "\n    experiment: " << quoted(l.mlflow.experiment)
+      << "\n    run_name: " << quoted(l.mlflow.run_name) << "\n";
   }
 }
 

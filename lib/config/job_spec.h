@@ -21,7 +21,7 @@ struct MoeSpec {
   int expert_ffn_hidden = 0;  // 0 = the dense MLP's width (model.mlp_hidden())
   int shared_experts = 0;
   std::string score = "softmax";     // softmax | sigmoid
-  std::string balance = "aux_loss";  // aux_loss | bias | none (bias: refused at validate)
+  std::string balance = "aux_loss";  // aux_loss | bias | none
   double aux_loss_coef = 0.01;
   double bias_update_rate = 1.0e-3;
   double capacity_factor = 0;  // 0 = dropless
@@ -51,6 +51,9 @@ struct ModelSpec {
   double rope_theta = 10000;    // rotary embedding base
   bool tie_embeddings = false;  // LM head shares the token embedding (gpt: always)
   MoeSpec moe;
+  // A Hugging Face model folder to start from (config/init_from.h); absolute after
+  // resolution, empty = random initialisation.
+  std::filesystem::path init_from;
 
   bool is_llama() const { return type == "llama"; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -73,10 +76,22 @@ struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
 };
 
+// One source of a blend (data.type blend): text or tokens data drawn in proportion to its
+// weight (data/blend.h).
+struct DataSourceSpec {
+  std::string name;            // default: the path's last component
+  std::filesystem::path path;  // absolute (config/load.h: the path rule)
+  double weight = 0.0;
+  std::string type = "tokens";  // text | tokens
+  bool operator==(const DataSourceSpec&) const = default;
+};
+
 struct DataSpec {
-  std::string type = "synthetic";  // synthetic | text | tokens
-  std::filesystem::path path;      // text/tokens: absolute (config/load.h: the path rule)
-  double val_fraction = 0.05;      // tail of the corpus held out for validation
+  std::string type = "synthetic";       // synthetic | text | tokens | blend
+  std::filesystem::path path;           // text/tokens: absolute (config/load.h: the path rule)
+  double val_fraction = 0.05;           // tail of the corpus held out for validation
+  std::vector<DataSourceSpec> sources;  // blend only
+  std::optional<uint64_t> seed;         // blend: the schedule's seed (default: the job's)
 
   bool operator==(const DataSpec&) const = default;
 };
@@ -108,6 +123,10 @@ struct ParallelSpec : Layout {
   // PowerSGD's first optimizer steps summed uncompressed (PyTorch's start_powerSGD_iter);
   // see docs/communication-efficient-dp.md for the default.
   int powersgd_warmup_steps = 0;
+  // Megatron's sequence parallelism (needs tp > 1 dividing model.seq_len): norms and
+  // residual adds hold seq_len / tp of the tokens per TP rank; each TP allreduce becomes a
+  // reduce-scatter + all-gather (model/model_context.h).
+  bool sequence_parallel = false;
   // data_parallel | parameter_server. parameter_server: the dp workers push gradients to
   // `servers` server processes, each holding a shard of the parameters and of AdamW's
   // state, and pull fresh parameters back, asynchronously within `max_staleness` updates
@@ -115,6 +134,12 @@ struct ParallelSpec : Layout {
   std::string mode = "data_parallel";
   int ps_servers = 1;
   int ps_max_staleness = 0;
+  // How pipeline stages divide the blocks (model/shard.h): auto balances the stages' cost
+  // (blocks, the embedding on the first, the LM head and loss on the last); equal gives each
+  // of the pp × virtual_stages stages n_layer / (pp × virtual_stages). layers_per_stage (one
+  // count per stage, per virtual stage with interleaving) overrides both.
+  std::string stage_balance = "auto";
+  std::vector<int> layers_per_stage;
 
   bool operator==(const ParallelSpec&) const = default;
 };
@@ -174,6 +199,18 @@ struct CheckpointSpec {
   bool operator==(const CheckpointSpec&) const = default;
 };
 
+// logging.mlflow: global rank 0 also sends the resolved spec (params), every logged metrics
+// line and the run's status to an MLflow tracking server over its REST API, never waiting on
+// it (observe/mlflow_tracker.h); at the end node 0 uploads the report and the config as
+// artifacts. An empty tracking_uri: off. experiment and run_name default to the job's name.
+struct MlflowSpec {
+  std::string tracking_uri;
+  std::string experiment;
+  std::string run_name;
+  bool enabled() const { return !tracking_uri.empty(); }
+  bool operator==(const MlflowSpec&) const = default;
+};
+
 struct LoggingSpec {
   int every_steps = 10;
   // Global rank 0 also writes every logged step's metrics as TensorBoard scalars, and the
@@ -185,6 +222,7 @@ struct LoggingSpec {
   int profile_first = 0;
   int profile_last = 0;
   bool profiling() const { return profile_first > 0; }
+  MlflowSpec mlflow;
 
   bool operator==(const LoggingSpec&) const = default;
 };
@@ -227,7 +265,7 @@ struct JobSpec {
   // key_origins' entry for key_path, else the spec file's name.
   std::string where(const std::string& key_path) const;
 
-  int world_size() const { return parallel.dp * parallel.tp * parallel.pp; }
+  int world_size() const { return parallel.world_size(); }
   int grad_accum() const {
     return training.global_batch_size / (training.micro_batch_size * parallel.dp);
   }

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/includes.h"
+#include "config/init_from.h"
 #include "config/locations.h"
 #include "config/overrides.h"
 #include "config/sections.h"
@@ -39,12 +40,24 @@ JobSpec parse_source(const detail::SpecSource& source, const std::vector<std::st
 
   if (!spec.data.path.empty())
     spec.data.path = resolve(spec.data.path, "data.path", locations, env);
+  if (!spec.model.init_from.empty()) {
+    spec.model.init_from = resolve(spec.model.init_from, "model.init_from", locations, env);
+    detail::apply_init_from(spec.model, locations);
+  }
+  for (size_t i = 0; i < spec.data.sources.size(); ++i) {
+    const std::string key = "data.sources[" + std::to_string(i) + "].path";
+    spec.data.sources[i].path = resolve(spec.data.sources[i].path, key, locations, env);
+  }
   // The default run_dir is next to the spec that was run (not an included file).
   spec.run_dir = spec.run_dir.empty() ? (source.dir / "runs" / spec.name).lexically_normal()
                                       : resolve(spec.run_dir, "run_dir", locations, env);
 
   detail::validate_job_spec(spec, locations);
-  for (const char* key : {"model.vocab_size", "data.path"}) {
+  for (const char* key : {"model.vocab_size", "data.path", "model.init_from"}) {
+    spec.key_origins[key] = locations.where(key);
+  }
+  for (size_t i = 0; i < spec.data.sources.size(); ++i) {
+    const std::string key = "data.sources[" + std::to_string(i) + "].path";
     spec.key_origins[key] = locations.where(key);
   }
   return spec;

@@ -86,7 +86,8 @@ void read_moe(const MapReader& model_reader, MoeSpec& moe) {
   }
   for (const char* key : {"top_k", "expert_ffn_hidden", "shared_experts", "score", "balance",
                           "aux_loss_coef", "bias_update_rate", "capacity_factor", "layers"}) {
-    if (!r.has("num_experts") && r.has(key)) {
+    // With model.init_from, config.json may supply num_experts (Mixtral).
+    if (!r.has("num_experts") && r.has(key) && !model_reader.has("init_from")) {
       r.fail_at(key, "needs model.moe.num_experts (the experts per MoE layer); add it.");
     }
   }
@@ -118,7 +119,7 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   // The Llama family's own keys mean nothing to GPT: refuse them rather than ignore them.
   for (const char* key :
        {"n_kv_head", "ffn_hidden", "multiple_of", "norm_eps", "rope_theta", "tie_embeddings"}) {
-    if (!model.is_llama() && r.has(key)) {
+    if (!model.is_llama() && r.has(key) && !r.has("init_from")) {
       r.fail_at(key, "applies to model.type llama only (this model is " + model.type +
                          "); remove it, or set model.type: llama.");
     }
@@ -130,14 +131,34 @@ void read_model(const MapReader& top, Locations& locations, ModelSpec& model) {
   r.read("rope_theta", model.rope_theta, {1, false, 1e9, false});
   r.read("tie_embeddings", model.tie_embeddings);
   read_moe(r, model.moe);
+  r.read("init_from", model.init_from);
 }
 
 void read_data(const MapReader& top, DataSpec& data) {
   const MapReader r = top.section("data");
-  r.read_choice("type", data.type, {"synthetic", "text", "tokens"},
-                {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}});
+  r.read_choice("type", data.type, {"synthetic", "text", "tokens", "blend"},
+                {{"random", "synthetic"}, {"txt", "text"}, {"bin", "tokens"}, {"mix", "blend"}});
   r.read("path", data.path);
   r.read("val_fraction", data.val_fraction, {0, false, 1, true});
+  if (r.has("seed")) {
+    uint64_t seed = 0;
+    r.read("seed", seed);
+    data.seed = seed;
+  }
+  for (const MapReader& item : r.list_of_maps("sources", {"name", "path", "weight", "type"})) {
+    DataSourceSpec source;
+    item.read("path", source.path);
+    item.read("weight", source.weight, {0, false, 1e12, false});
+    item.read("name", source.name);
+    item.read_choice("type", source.type, {"text", "tokens"}, {{"txt", "text"}, {"bin", "tokens"}});
+    if (!item.has("path")) item.fail_at("path", "is required for each source of a blend.");
+    if (!item.has("weight")) item.fail_at("weight", "is required for each source of a blend.");
+    if (source.name.empty()) {
+      const std::filesystem::path p = source.path.lexically_normal();
+      source.name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
+    }
+    data.sources.push_back(std::move(source));
+  }
 }
 
 // parallel.dp_sync and the keys only its periodic modes use.
@@ -209,6 +230,7 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   r.read("dp", parallel.dp, {1, kMaxWorkersPerAxis});
   r.read("tp", parallel.tp, {1, kMaxWorkersPerAxis});
   r.read("pp", parallel.pp, {1, kMaxWorkersPerAxis});
+  r.read("cp", parallel.cp, {1, kMaxWorkersPerAxis});
   r.read_choice(
       "schedule", parallel.schedule, {"gpipe", "1f1b", "interleaved", "zb1p", "zbv"},
       {{"one_f_one_b", "1f1b"}, {"pipedream", "1f1b"}, {"interleaved_1f1b", "interleaved"}});
@@ -220,6 +242,11 @@ void read_parallel(const MapReader& top, ParallelSpec& parallel) {
   read_dp_sync(r, parallel);
   read_grad_compression(r, parallel);
   read_parallel_mode(r, parallel);
+  r.read_choice("stage_balance", parallel.stage_balance, {"auto", "equal"},
+                {{"balanced", "auto"}, {"cost", "auto"}, {"even", "equal"}, {"uniform", "equal"}});
+  r.read_list("layers_per_stage", parallel.layers_per_stage, {0, 1 << 20});
+  r.read("ep", parallel.ep, {1, kMaxWorkersPerAxis});
+  r.read("sequence_parallel", parallel.sequence_parallel);
 }
 
 void read_training(const MapReader& top, const ParallelSpec& parallel, TrainingSpec& training) {
@@ -308,6 +335,31 @@ void read_logging(const MapReader& top, const TrainingSpec& training, LoggingSpe
   logging.profile_last = static_cast<int>(last);
 }
 
+// logging.mlflow: MLflow's REST API needs a server (`mlflow server`), so only http(s) URIs;
+// file: and databricks URIs of the Python client are refused with what to do instead.
+void read_mlflow(const MapReader& top, const std::string& job_name, MlflowSpec& mlflow) {
+  const MapReader logging = top.section("logging");
+  if (!logging.has("mlflow")) return;
+  const MapReader r = logging.section("mlflow");
+  if (!r.has("tracking_uri")) {
+    logging.fail_at("mlflow",
+                    "needs tracking_uri: the address of an MLflow tracking server, e.g. "
+                    "{tracking_uri: http://mlflow.example:5000}");
+  }
+  r.read("tracking_uri", mlflow.tracking_uri);
+  if (mlflow.tracking_uri.rfind("http://", 0) != 0 &&
+      mlflow.tracking_uri.rfind("https://", 0) != 0) {
+    r.fail_at("tracking_uri", "is " + mlflow.tracking_uri +
+                                  "; trainctl talks to MLflow over its REST API, so it needs a "
+                                  "tracking server's http:// or https:// address (start one with "
+                                  "`mlflow server --host 0.0.0.0 --port 5000`).");
+  }
+  mlflow.experiment = job_name;
+  mlflow.run_name = job_name;
+  r.read("experiment", mlflow.experiment);
+  r.read("run_name", mlflow.run_name);
+}
+
 void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
   const MapReader r = top.section("runtime");
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
@@ -344,6 +396,7 @@ JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
   read_precision(top, spec.precision);
   read_checkpoint(top, spec.checkpoint);
   read_logging(top, spec.training, spec.logging);
+  read_mlflow(top, spec.name, spec.logging.mlflow);
   read_runtime(top, spec.runtime);
   return spec;
 }

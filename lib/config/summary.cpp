@@ -117,8 +117,9 @@ std::string summary(const JobSpec& s) {
       << "\n";
   out << "run_dir:    " << s.run_dir.string() << "\n";
   out << "workers:    " << s.world_size() << " on " << to_string(s.device) << " = dp " << p.dp
-      << " x tp " << p.tp << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads
-      << " compute thread" << (t.threads == 1 ? "" : "s") << " each)\n";
+      << (p.cp > 1 ? " x cp " + std::to_string(p.cp) : std::string()) << " x tp " << p.tp
+      << " x pp " << p.pp << " (zero " << p.zero << ", " << t.threads << " compute thread"
+      << (t.threads == 1 ? "" : "s") << " each)\n";
   if (s.world_size() > 1) out << "comm:       " << describe_comm(s) << "\n";
   out << "model:      " << m.type << (m.preset.empty() ? "" : " " + m.preset) << ": " << m.n_layer
       << " layers, " << m.n_head << " heads x " << m.d_model / m.n_head << ", d_model " << m.d_model
@@ -161,6 +162,10 @@ std::string summary(const JobSpec& s) {
                                  std::to_string(t.eval_batches) + " batches"
                            : ", no eval")
       << "\n";
+  for (const DataSourceSpec& src : s.data.sources) {
+    out << "            source " << src.name << ": weight " << detail::format_real(src.weight)
+        << ", " << src.type << " " << src.path.string() << "\n";
+  }
   const OptimizerSpec& o = s.optimizer;
   out << "optimizer:  " << o.type << " lr " << detail::format_real(o.lr) << " -> "
       << detail::format_real(o.min_lr) << " (" << o.decay << ", warmup " << o.warmup_steps

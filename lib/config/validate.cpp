@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -16,6 +17,18 @@
 #include "util/regular_file.h"
 
 namespace trainctl::config::detail {
+
+std::string divisors_of(long long n) {
+  std::vector<std::string> found;
+  for (long long d = 1; d <= n; ++d) {
+    if (n % d == 0) found.push_back(std::to_string(d));
+  }
+  if (found.size() > 12) {
+    found.erase(found.begin() + 10, found.end() - 1);
+    found.insert(found.end() - 1, "...");
+  }
+  return "{" + join(found) + "}";
+}
 
 namespace {
 
@@ -35,19 +48,6 @@ class Checker {
  private:
   const Locations& locations_;
 };
-
-// "{1, 2, 3, 6}" — the values that would satisfy a divisibility rule.
-std::string divisors_of(long long n) {
-  std::vector<std::string> found;
-  for (long long d = 1; d <= n; ++d) {
-    if (n % d == 0) found.push_back(std::to_string(d));
-  }
-  if (found.size() > 12) {
-    found.erase(found.begin() + 10, found.end() - 1);
-    found.insert(found.end() - 1, "...");
-  }
-  return "{" + join(found) + "}";
-}
 
 void check_model(const JobSpec& s, const Checker& c) {
   const ModelSpec& m = s.model;
@@ -72,7 +72,7 @@ void check_model(const JobSpec& s, const Checker& c) {
 }
 
 // model.moe (docs/job-spec.md, "model.moe"): what is built is dropless or capacity-capped
-// routing with aux-loss or no balancing, on the CPU backend, experts split over tp like the
+// routing with aux-loss, bias or no balancing, on the CPU backend, experts split over tp like the
 // dense MLP.
 void check_moe(const JobSpec& s, const Checker& c) {
   const ModelSpec& m = s.model;
@@ -91,9 +91,11 @@ void check_moe(const JobSpec& s, const Checker& c) {
                                    std::to_string(m.n_layer - 1) +
                                    "); use all, a smaller every_N or from_K, or remove model.moe.");
   }
-  if (e.balance == "bias") {
+  if (e.balance == "bias" && s.parallel.mode == "parameter_server") {
     c.fail("model.moe.balance",
-           "bias (auxiliary-loss-free balancing) is not built yet; use aux_loss or none.");
+           "bias moves each expert's bias from every step's token counts over all workers, "
+           "which asynchronous parameter-server workers never share; use aux_loss or none, "
+           "or parallel.mode: data_parallel.");
   }
   if (s.device == Device::cuda) {
     c.fail("model.moe",
@@ -111,12 +113,51 @@ void check_moe(const JobSpec& s, const Checker& c) {
   }
 }
 
+// parallel.ep (docs/job-spec.md): the experts of each MoE layer split over ep consecutive
+// DP ranks, tokens exchanged by all-to-all (model/moe/expert_dispatch.h).
+void check_expert_parallel(const JobSpec& s, const Checker& c) {
+  const ParallelSpec& p = s.parallel;
+  if (p.ep == 1) return;
+  const std::string ep = std::to_string(p.ep);
+  if (!s.model.moe.enabled()) {
+    c.fail("parallel.ep",
+           "splits the experts of mixture-of-experts layers, but the model has "
+           "none; set model.moe or use ep: 1.");
+    return;
+  }
+  if (p.dp % p.ep != 0) {
+    c.fail("parallel.ep", "must divide parallel.dp (" + std::to_string(p.dp) +
+                              "): the experts are split over ep of the DP ranks; got " + ep +
+                              ". Use ep in " + divisors_of(p.dp) + " or raise dp.");
+  }
+  const int experts = s.model.moe.num_experts;
+  if (experts % p.ep != 0) {
+    c.fail("parallel.ep", "must divide model.moe.num_experts (" + std::to_string(experts) +
+                              ") so every rank holds as many experts; got " + ep + ". Use ep in " +
+                              divisors_of(experts) + ".");
+  }
+  auto refuse = [&](const std::string& key, const std::string& what, const std::string& fix) {
+    c.fail(key, what +
+                    " does not combine with parallel.ep yet (it treats the DP ranks as "
+                    "replicas of every parameter); " +
+                    fix);
+  };
+  if (p.zero >= 2) {
+    refuse("parallel.zero", "ZeRO-" + std::to_string(p.zero), "use zero: 0 or 1 with ep > 1.");
+  }
+  if (p.dp_sync != "allreduce") refuse("parallel.dp_sync", p.dp_sync, "use allreduce or ep: 1.");
+  if (p.grad_compression == "powersgd") {
+    refuse("parallel.grad_compression", "powersgd", "use none or bf16, or ep: 1.");
+  }
+  if (p.mode != "data_parallel") refuse("parallel.mode", p.mode, "use data_parallel or ep: 1.");
+}
+
 void check_parallel(const JobSpec& s, const Checker& c) {
   const ParallelSpec& p = s.parallel;
   const ModelSpec& m = s.model;
-  const long long world = 1LL * p.dp * p.tp * p.pp;
+  const long long world = 1LL * p.dp * p.tp * p.pp * p.cp;
   if (world > (1 << 20)) {
-    c.fail("parallel.dp", "dp × tp × pp = " + std::to_string(world) +
+    c.fail("parallel.dp", "dp × tp × pp × cp = " + std::to_string(world) +
                               " workers is more than trainctl supports (1048576).");
   }
   // Megatron splits heads, the vocabulary (embedding/logits) and the MLP's 4·d_model hidden
@@ -402,8 +443,58 @@ void check_text_size(const JobSpec& s, const Checker& c, uintmax_t bytes) {
   }
 }
 
+// data.type blend: sources with weights summing to a positive number, each an existing
+// path (its contents are checked before launch like data.path's, train/data_check.h).
+void check_blend(const JobSpec& s, const Checker& c) {
+  const DataSpec& d = s.data;
+  if (!d.path.empty()) {
+    c.fail("data.path",
+           "is not used by data.type blend (each source has its own path); remove it.");
+  }
+  if (d.sources.empty()) {
+    c.fail("data.sources",
+           "is required for data.type blend: a list like [{path: web, weight: "
+           "0.7}, {path: code, weight: 0.3}].");
+  }
+  double total = 0;
+  std::set<std::string> names;
+  for (size_t i = 0; i < d.sources.size(); ++i) {
+    const DataSourceSpec& src = d.sources[i];
+    const std::string key = "data.sources[" + std::to_string(i) + "]";
+    total += src.weight;
+    if (!names.insert(src.name).second) {
+      c.fail(key + ".name", "'" + src.name +
+                                "' names another source too; give each a distinct "
+                                "name (it tags val_loss/<name>).");
+    }
+    std::error_code ec;
+    if (!fs::exists(src.path, ec)) {
+      c.fail(key + ".path", "no such file or directory: " + src.path.string() + " " +
+                                c.relative_rule(key + ".path") + ".");
+    }
+    if (src.type == "text" && s.model.vocab_size < 256) {
+      c.fail("model.vocab_size", "must be >= 256 for a text source (one token per byte); got " +
+                                     std::to_string(s.model.vocab_size) + ".");
+    }
+  }
+  if (!(total > 0)) {
+    c.fail("data.sources", "the weights sum to " + format_real(total) +
+                               "; they must sum to a positive number (each source is drawn in "
+                               "proportion to its weight).");
+  }
+}
+
 void check_data(const JobSpec& s, const Checker& c) {
   const DataSpec& d = s.data;
+  if (d.type != "blend" && !d.sources.empty()) {
+    c.fail("data.sources", "is used only with data.type blend; remove it or set data.type: blend.");
+  }
+  if (d.type != "blend" && d.seed) {
+    c.fail("data.seed",
+           "is used only with data.type blend (other data follows the job's seed); "
+           "remove it.");
+  }
+  if (d.type == "blend") return check_blend(s, c);
   if (d.type == "synthetic") {
     if (!d.path.empty()) {
       c.fail("data.path",
@@ -418,12 +509,6 @@ void check_data(const JobSpec& s, const Checker& c) {
   if (d.type == "text" && s.model.vocab_size < 256) {
     c.fail("model.vocab_size", "must be >= 256 for data.type text (one token per byte); got " +
                                    std::to_string(s.model.vocab_size) + ".");
-  }
-  if (d.type == "tokens" && s.model.vocab_size > 65536) {
-    c.fail("model.vocab_size",
-           "must be <= 65536 for data.type tokens (tokens are stored as "
-           "uint16); got " +
-               std::to_string(s.model.vocab_size) + ".");
   }
   if (s.training.eval_every > 0 && d.val_fraction == 0) {
     c.fail("data.val_fraction", "must be > 0 when training.eval_every is " +
@@ -488,15 +573,19 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   const Checker c(locations);
   check_model(spec, c);
   check_moe(spec, c);
+  check_expert_parallel(spec, c);
   check_parallel(spec, c);
   check_zero_bubble(spec, c);
+  check_context_parallel(spec, locations);
   check_dp_sync(spec, c);
   check_powersgd(spec, c);
   check_parameter_server(spec, c);
   check_batch(spec, c);
   check_schedule(spec, c);
+  check_stage_split(spec, locations);
   check_data(spec, c);
   check_run_dir(spec, c);
+  check_sequence_parallel(spec, locations);
 }
 
 }  // namespace trainctl::config::detail

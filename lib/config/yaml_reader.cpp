@@ -148,6 +148,24 @@ MapReader MapReader::section(const std::string& key, std::vector<std::string> kn
   return MapReader(e->value, path_of(key), std::move(known), *locations_);
 }
 
+std::vector<MapReader> MapReader::list_of_maps(const std::string& key,
+                                               std::vector<std::string> known) const {
+  std::vector<MapReader> out;
+  const Entry* e = find(key);
+  if (!e) return out;
+  if (!e->value.IsSequence()) {
+    fail_at(key, "expected a list of maps (`- {key: value, ...}` lines); got " +
+                     describe_value(e->value) + ".");
+  }
+  remember(*e);
+  for (size_t i = 0; i < e->value.size(); ++i) {
+    const std::string item_path = path_of(key) + "[" + std::to_string(i) + "]";
+    locations_->remember(item_path, locations_->describe(path_of(key), e->value[i].Mark()));
+    out.emplace_back(e->value[i], item_path, known, *locations_);
+  }
+  return out;
+}
+
 const std::string& MapReader::scalar(const Entry& entry, const char* expected,
                                      const std::string& default_text) const {
   if (entry.value.IsNull()) {
@@ -308,6 +326,34 @@ void MapReader::read_pair(const std::string& key, double& first, double& second,
   }
   first = values[0];
   second = values[1];
+}
+
+void MapReader::read_list(const std::string& key, std::vector<int>& out, IntRange range) const {
+  const Entry* e = find(key);
+  if (!e) return;
+  if (!e->value.IsSequence() || e->value.size() == 0) {
+    fail_at(key,
+            "expected a list of integers like [3, 4, 4, 3]; got " + describe_value(e->value) + ".");
+  }
+  remember(*e);
+  std::vector<int> values;
+  for (size_t i = 0; i < e->value.size(); ++i) {
+    const YAML::Node item = e->value[i];
+    const std::string item_path = path_of(key) + "[" + std::to_string(i) + "]";
+    const std::string item_where = locations_->describe(path_of(key), item.Mark());
+    const auto value =
+        (item.IsScalar() && !is_quoted(item)) ? parse_integer(item.Scalar()) : std::nullopt;
+    if (!value) {
+      detail::fail(item_where, item_path, "expected an integer; got " + describe_value(item) + ".");
+    }
+    if (*value < range.min || *value > range.max) {
+      detail::fail(item_where, item_path,
+                   "must be between " + std::to_string(range.min) + " and " +
+                       std::to_string(range.max) + "; got " + item.Scalar() + ".");
+    }
+    values.push_back(static_cast<int>(*value));
+  }
+  out = std::move(values);
 }
 
 }  // namespace trainctl::config::detail

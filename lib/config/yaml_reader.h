@@ -53,6 +53,10 @@ class MapReader {
   MapReader section(const std::string& key) const;
   MapReader section(const std::string& key, std::vector<std::string> known) const;
 
+  // A list of maps (e.g. data.sources): one reader per item, its path "<key>[i]" and its keys
+  // from `known`; absent reads as an empty list, anything but a list of maps is an error.
+  std::vector<MapReader> list_of_maps(const std::string& key, std::vector<std::string> known) const;
+
   // Each read leaves `out` (the default) untouched when the key is absent.
   void read(const std::string& key, int& out, IntRange range) const;
   void read(const std::string& key, uint64_t& out) const;
@@ -67,6 +71,8 @@ class MapReader {
   void read_choice(const std::string& key, int& out, const std::vector<int>& choices) const;
   // A two-element list of reals, e.g. `betas: [0.9, 0.95]`.
   void read_pair(const std::string& key, double& first, double& second, RealRange range) const;
+  // A non-empty list of integers, e.g. `layers_per_stage: [7, 8, 8, 7]`.
+  void read_list(const std::string& key, std::vector<int>& out, IntRange range) const;
 
  private:
   struct Entry {

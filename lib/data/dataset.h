@@ -6,15 +6,26 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace trainctl::data {
 
 enum class Split { train, val };
 
+// One source of a blend (data/blend.h).
+struct BlendSourceOptions {
+  std::string name;
+  std::string type = "tokens";  // text | tokens
+  std::filesystem::path path;
+  double weight = 0.0;
+};
+
 struct DatasetOptions {
-  std::string type = "synthetic";  // synthetic | text | tokens
-  std::filesystem::path path;      // text / tokens (a file, or a `data prepare` directory)
-  double val_fraction = 0.05;      // tail of the corpus held out for validation
+  std::string type = "synthetic";           // synthetic | text | tokens | blend
+  std::filesystem::path path;               // text / tokens (a file, or a `data prepare` directory)
+  std::vector<BlendSourceOptions> sources;  // blend
+  uint64_t blend_seed = 0;                  // blend: the schedule's seed
+  double val_fraction = 0.05;               // tail of the corpus held out for validation
   uint64_t seed = 0;
   int vocab_size = 256;
   int seq_len = 128;
@@ -32,6 +43,9 @@ class Dataset {
   // The entropy of the training split's unigram distribution (nats/token): the loss of a
   // model that learned token frequencies only. A trained model must go well below it.
   virtual double unigram_entropy() const = 0;
+  // Training samples in one epoch (data/epoch_order.h): sample i is of epoch
+  // i / epoch_size(). 0 for data without an end (synthetic: every index is generated).
+  virtual uint64_t epoch_size() const { return 0; }
 };
 
 // Throws trainctl::InputError for missing/unreadable/ill-formed files, with the path.

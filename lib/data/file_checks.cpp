@@ -7,12 +7,13 @@
 
 namespace trainctl::data {
 
-uint16_t check_token_ids(const TokenFile& file, int vocab_size) {
-  const uint16_t max_token = file.max_token();
-  if (max_token >= vocab_size) {
+uint32_t check_token_ids(const TokenFile& file, int vocab_size) {
+  const uint32_t max_token = file.max_token();
+  if (max_token >= static_cast<uint32_t>(vocab_size)) {
     throw InputError(file.path().string() + ": contains token id " + std::to_string(max_token) +
                      " but model.vocab_size is " + std::to_string(vocab_size) +
-                     "; set model.vocab_size to at least " + std::to_string(max_token + 1) +
+                     "; set model.vocab_size to at least " +
+                     std::to_string(uint64_t{max_token} + 1) +
                      ", or tokenize with the model's vocabulary");
   }
   return max_token;
@@ -20,6 +21,10 @@ uint16_t check_token_ids(const TokenFile& file, int vocab_size) {
 
 size_t train_split_size(size_t tokens, double val_fraction) {
   return static_cast<size_t>(static_cast<double>(tokens) * (1.0 - val_fraction));
+}
+
+uint64_t sequences_in(size_t tokens, int seq_len) {
+  return tokens > static_cast<size_t>(seq_len) ? (tokens - 1) / static_cast<size_t>(seq_len) : 0;
 }
 
 void check_split_sizes(size_t tokens, const DatasetOptions& options) {
@@ -41,7 +46,7 @@ std::string check_dataset_file(const DatasetOptions& options) {
   }
   if (options.type == "tokens") {
     const TokenFile file(options.path);
-    const uint16_t max_token = check_token_ids(file, options.vocab_size);
+    const uint32_t max_token = check_token_ids(file, options.vocab_size);
     check_split_sizes(file.size(), options);
     return p + ": " + file.format() + " token file, " + std::to_string(file.size()) +
            " tokens, ids 0.." + std::to_string(max_token);

@@ -15,7 +15,7 @@ namespace trainctl::data {
 // Every token id of `file` is below vocab_size (one scan of the mapping); returns the
 // largest. Throws InputError naming the file, the largest id and the model.vocab_size that
 // would fit.
-uint16_t check_token_ids(const TokenFile& file, int vocab_size);
+uint32_t check_token_ids(const TokenFile& file, int vocab_size);
 
 // A corpus of `tokens` tokens split by options.val_fraction leaves at least one window of
 // seq_len + 1 tokens (inputs plus shifted targets) in the training head and, when
@@ -24,6 +24,9 @@ void check_split_sizes(size_t tokens, const DatasetOptions& options);
 
 // The training split's length in tokens: the head of the corpus, before the validation tail.
 size_t train_split_size(size_t tokens, double val_fraction);
+
+// Sequences of seq_len + 1 tokens that start every seq_len tokens in a span of `tokens`.
+uint64_t sequences_in(size_t tokens, int seq_len);
 
 // The whole pre-launch check of options.path for data.type text and tokens, without
 // building the dataset: for tokens everything TokenFile checks, the token ids against

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "data/token_file.h"
 #include "data/tokenize_file.h"
 #include "tokenizer/load_tokenizer.h"
 #include "util/error.h"
@@ -17,6 +18,8 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "trainctl-tokens";
 constexpr int kVersion = 1;
+// uint32 ids held in int32 by the readers.
+constexpr int64_t kMaxVocab = 0x7fffffff;
 constexpr const char* kPrepareAgain =
     "; the directory was changed after `trainctl data prepare`: prepare it again";
 
@@ -158,7 +161,9 @@ std::string format_manifest(const TokenManifest& m) {
       {"input_bytes", m.input_bytes},
       {"total_tokens", m.train_tokens() + m.val_tokens()},
       {"val_fraction", m.val_fraction},
-      {"token_format", "llm.c uint16 (header: 256 int32, magic 20240520, version 1)"},
+      {"token_format", m.vocab_size <= TokenFile::kUint16Vocab
+                           ? "llm.c uint16 (header: 256 int32, magic 20240520, version 1)"
+                           : "llm.c uint32 (header: 256 int32, magic 20240520, version 2)"},
       {"train", {{"tokens", m.train_tokens()}, {"shards", shards_json(m.train)}}},
       {"val", {{"tokens", m.val_tokens()}, {"shards", shards_json(m.val)}}},
   };
@@ -181,9 +186,9 @@ TokenManifest parse_manifest(const std::string& text, const std::string& where) 
   try {
     check_header(doc, where);
     m.vocab_size = integer(doc, "vocab_size", where);
-    if (m.vocab_size < 1 || m.vocab_size > 65536) {
-      throw InputError(where + ": vocab_size " + std::to_string(m.vocab_size) +
-                       " is outside 1..65536 (uint16 tokens)");
+    if (m.vocab_size < 1 || m.vocab_size > kMaxVocab) {
+      throw InputError(where + ": vocab_size " + std::to_string(m.vocab_size) + " is outside 1.." +
+                       std::to_string(kMaxVocab));
     }
     read_tokenizer(doc.at("tokenizer"), where, m);
     m.input = doc.value("input", std::string());

@@ -1,5 +1,5 @@
 #pragma once
-// manifest.json of a prepared token directory (`trainctl data prepare`): which llm.c token
+// manifest.json of a prepared token directory (`trainctl data prepare`): which llm.c-layout token
 // files hold the training and validation tokens, how many each, and the tokenizer that
 // made them. `data: {type: tokens, path: DIR}` trains from it.
 #include <cstdint>
@@ -48,11 +48,11 @@ void write_manifest(const std::filesystem::path& dir, const TokenManifest& manif
 
 // The text write_manifest writes, and its inverse: parse_manifest(format_manifest(m)) == m
 // for every manifest parse_manifest accepts. Checked: every field present with its type;
-// vocab_size in 1..65536 (uint16 tokens); eot_id, when set, inside the vocabulary; a
-// tokenizer hash of the form "fnv1a64:<16 hex digits>"; shard and tokenizer names plain file
-// names in the directory, each listed once (a shard listed twice would be trained twice; a
-// validation shard that is also a training shard would be validated on data trained on);
-// at least one training shard. Throws InputError "<where>: <field>: <problem>".
+// vocab_size in 1..2^31-1 (shards hold uint16 ids up to 65536, uint32 beyond); eot_id, when set,
+// inside the vocabulary; a tokenizer hash of the form "fnv1a64:<16 hex digits>"; shard and
+// tokenizer names plain file names in the directory, each listed once (a shard listed twice would
+// be trained twice; a validation shard that is also a training shard would be validated on data
+// trained on); at least one training shard. Throws InputError "<where>: <field>: <problem>".
 std::string format_manifest(const TokenManifest& manifest);
 TokenManifest parse_manifest(const std::string& text, const std::string& where);
 

@@ -8,8 +8,9 @@
 #include <sstream>
 #include <utility>
 
+#include "data/epoch_order.h"
+#include "data/file_checks.h"
 #include "util/error.h"
-#include "util/random.h"
 
 namespace trainctl::data {
 
@@ -27,13 +28,13 @@ void check_vocab(const TokenManifest& m, const DatasetOptions& o) {
 // The shard's size, and its ids against the manifest's vocab_size (not the model's, which
 // may be larger): a token the tokenizer cannot have made means the shard or the manifest was
 // changed. The scan is the one opening always made (200 MB in the page cache: ~0.02 s).
-uint16_t check_shard(const TokenFile& f, const ShardEntry& e, const TokenManifest& m) {
+uint32_t check_shard(const TokenFile& f, const ShardEntry& e, const TokenManifest& m) {
   if (static_cast<int64_t>(f.size()) != e.tokens) {
     throw InputError(f.path().string() + ": holds " + std::to_string(f.size()) +
                      " tokens but manifest.json says " + std::to_string(e.tokens) +
                      "; the directory was changed after `trainctl data prepare`: prepare it again");
   }
-  const uint16_t max_id = f.max_token();
+  const uint32_t max_id = f.max_token();
   if (max_id >= m.vocab_size) {
     throw InputError(f.path().string() + ": contains token id " + std::to_string(max_id) +
                      " but manifest.json's vocab_size is " + std::to_string(m.vocab_size) +
@@ -60,10 +61,6 @@ class DistinctFiles {
  private:
   std::set<std::pair<dev_t, ino_t>> seen_;
 };
-
-uint64_t windows_of(size_t tokens, size_t window) {
-  return tokens >= window ? tokens - window + 1 : 0;
-}
 
 void check_windows(const char* split, size_t tokens, uint64_t windows, const DatasetOptions& o) {
   if (windows == 0) {
@@ -93,12 +90,11 @@ ManifestDataset::ManifestDataset(const DatasetOptions& options)
 }
 
 void ManifestDataset::open_split(const std::vector<ShardEntry>& shards, SplitFiles& out) const {
-  const size_t window = static_cast<size_t>(opt_.seq_len) + 1;
   for (const ShardEntry& e : shards) {
     auto f = std::make_unique<TokenFile>(opt_.path / e.file);
     check_shard(*f, e, manifest_);
     out.first_window.push_back(out.windows);
-    out.windows += windows_of(f->size(), window);
+    out.windows += sequences_in(f->size(), opt_.seq_len);
     out.tokens += f->size();
     out.files.push_back(std::move(f));
   }
@@ -109,16 +105,14 @@ void ManifestDataset::sample(Split split, uint64_t index, int32_t* tokens, int32
   if (s.windows == 0) {
     throw InputError(opt_.path.string() + ": the validation split has no window to sample");
   }
-  const uint64_t h = rng::hash(opt_.seed, split == Split::train ? 0x7a11 : 0x5a1d, index);
-  const uint64_t w = h % s.windows;
+  const uint64_t w =
+      epoch_sample(index, s.windows, opt_.seed, split == Split::train ? 0x7a11 : 0x5a1d).sequence;
   const size_t f =
       static_cast<size_t>(std::upper_bound(s.first_window.begin(), s.first_window.end(), w) -
                           s.first_window.begin() - 1);
-  const uint16_t* src = s.files[f]->tokens() + (w - s.first_window[f]);
-  for (int t = 0; t < opt_.seq_len; ++t) {
-    tokens[t] = src[t];
-    targets[t] = src[t + 1];
-  }
+  const size_t off = static_cast<size_t>(w - s.first_window[f]) * static_cast<size_t>(opt_.seq_len);
+  s.files[f]->copy(off, static_cast<size_t>(opt_.seq_len), tokens);
+  s.files[f]->copy(off + 1, static_cast<size_t>(opt_.seq_len), targets);
 }
 
 std::string ManifestDataset::describe() const {
@@ -126,14 +120,15 @@ std::string ManifestDataset::describe() const {
   os << opt_.path.string() << " (prepared tokens, " << manifest_.tokenizer_kind << " "
      << manifest_.tokenizer_hash << ", vocab " << manifest_.vocab_size
      << "): " << train_.tokens + val_.tokens << " tokens, " << train_.tokens << " train in "
-     << train_.files.size() << " files / " << val_.tokens << " validation";
+     << train_.files.size() << " files (" << train_.windows << " sequences an epoch) / "
+     << val_.tokens << " validation";
   return os.str();
 }
 
 double ManifestDataset::unigram_entropy() const {
-  std::vector<double> counts(65536, 0.0);
+  std::vector<double> counts(static_cast<size_t>(manifest_.vocab_size), 0.0);
   for (const auto& f : train_.files) {
-    for (size_t i = 0; i < f->size(); ++i) counts[f->tokens()[i]] += 1.0;
+    for (size_t i = 0; i < f->size(); ++i) counts[f->token(i)] += 1.0;
   }
   double h = 0.0;
   const auto n = static_cast<double>(train_.tokens);
@@ -147,10 +142,9 @@ std::string check_token_directory(const DatasetOptions& options) {
   const TokenManifest m = read_manifest(options.path);
   check_vocab(m, options);
   verified_tokenizer_file(options.path, m);
-  const size_t window = static_cast<size_t>(options.seq_len) + 1;
   size_t tokens[2] = {0, 0};
   uint64_t windows[2] = {0, 0};
-  uint16_t max_id = 0;
+  uint32_t max_id = 0;
   DistinctFiles distinct;
   for (int s = 0; s < 2; ++s) {
     for (const ShardEntry& e : s == 0 ? m.train : m.val) {
@@ -158,7 +152,7 @@ std::string check_token_directory(const DatasetOptions& options) {
       distinct.add(f.path());
       max_id = std::max(max_id, check_shard(f, e, m));
       tokens[s] += f.size();
-      windows[s] += windows_of(f.size(), window);
+      windows[s] += sequences_in(f.size(), options.seq_len);
     }
   }
   check_windows("train", tokens[0], windows[0], options);

@@ -1,9 +1,11 @@
 #pragma once
 // A directory prepared by `trainctl data prepare` (data/manifest.h) as a dataset: the
 // training and validation splits are the manifest's shard lists (data.val_fraction is not
-// used: the split was made when the data was prepared). Sample i of a split is the window
-// starting at an offset drawn from hash(seed, split, i) among every window that lies inside
-// one shard (windows never span two files).
+// used: the split was made when the data was prepared). Each shard is cut into sequences of
+// seq_len + 1 tokens starting every seq_len tokens (sequences never span two files), and
+// sample i of a split is sequence epoch_sample(i) of all the split's sequences
+// (data/epoch_order.h): every sequence once per epoch, each epoch in a new order from
+// (seed, epoch).
 #include <memory>
 #include <vector>
 
@@ -19,11 +21,12 @@ class ManifestDataset : public Dataset {
   void sample(Split split, uint64_t index, int32_t* tokens, int32_t* targets) const override;
   std::string describe() const override;
   double unigram_entropy() const override;
+  uint64_t epoch_size() const override { return train_.windows; }
 
  private:
   struct SplitFiles {
     std::vector<std::unique_ptr<TokenFile>> files;
-    std::vector<uint64_t> first_window;  // prefix sums of each file's window count
+    std::vector<uint64_t> first_window;  // prefix sums of each file's sequence count
     uint64_t windows = 0;
     size_t tokens = 0;
   };

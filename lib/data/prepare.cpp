@@ -22,13 +22,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-void check_options(const tokenizer::LoadedTokenizer& tok, const PrepareOptions& o) {
-  if (tok.tokenizer.vocab_size() > 65536) {
-    throw InputError(tok.tokenizer.source() + ": has " +
-                     std::to_string(tok.tokenizer.vocab_size()) +
-                     " tokens; llm.c token files store uint16 ids, so at most 65536 fit. Use a "
-                     "smaller vocabulary");
-  }
+void check_options(const PrepareOptions& o) {
   if (!(o.val_fraction >= 0.0 && o.val_fraction <= 0.5)) {
     throw InputError("--val-fraction " + std::to_string(o.val_fraction) + " is outside [0, 0.5]");
   }
@@ -48,26 +42,15 @@ void check_options(const tokenizer::LoadedTokenizer& tok, const PrepareOptions& 
   }
 }
 
-void write_shard(const fs::path& path, const uint16_t* tokens, size_t count) {
-  std::vector<char> bytes(TokenFile::kLlmcHeaderBytes + count * sizeof(uint16_t));
-  int32_t header[TokenFile::kLlmcHeaderInts] = {};
-  header[0] = TokenFile::kLlmcMagic;
-  header[1] = TokenFile::kLlmcVersion;
-  header[2] = static_cast<int32_t>(count);
-  std::memcpy(bytes.data(), header, sizeof header);
-  std::memcpy(bytes.data() + sizeof header, tokens, count * sizeof(uint16_t));
-  write_file_atomically(path, bytes.data(), bytes.size());
-}
-
 std::vector<ShardEntry> write_split(const fs::path& dir, const char* split,
-                                    const std::vector<uint16_t>& tokens, size_t begin, size_t end,
-                                    int64_t shard_tokens) {
+                                    const std::vector<int32_t>& tokens, size_t begin, size_t end,
+                                    int64_t shard_tokens, int64_t vocab_size) {
   std::vector<ShardEntry> shards;
   for (size_t pos = begin, n = 0; pos < end; ++n) {
     const size_t count = std::min<size_t>(static_cast<size_t>(shard_tokens), end - pos);
     char name[64];
     std::snprintf(name, sizeof name, "%s_%06zu.bin", split, n);
-    write_shard(dir / name, tokens.data() + pos, count);
+    write_token_file(dir / name, tokens.data() + pos, count, vocab_size);
     shards.push_back({name, static_cast<int64_t>(count)});
     pos += count;
   }
@@ -77,9 +60,9 @@ std::vector<ShardEntry> write_split(const fs::path& dir, const char* split,
 // The documents' ids, concatenated in input order with the end-of-text token between
 // documents (when the vocabulary has one). Long documents are encoded in chunks, so every
 // thread has work and progress moves.
-std::vector<uint16_t> encode_input(const tokenizer::Tokenizer& tok, const InputDocuments& input,
-                                   int threads, PrepareProgress& state,
-                                   const std::function<void(const PrepareProgress&)>& progress) {
+std::vector<int32_t> encode_input(const tokenizer::Tokenizer& tok, const InputDocuments& input,
+                                  int threads, PrepareProgress& state,
+                                  const std::function<void(const PrepareProgress&)>& progress) {
   std::vector<std::string_view> pieces;
   std::vector<bool> starts_document;
   for (const std::string& text : input.texts) {
@@ -95,14 +78,14 @@ std::vector<uint16_t> encode_input(const tokenizer::Tokenizer& tok, const InputD
     state.done_bytes += bytes;
     if (progress) progress(state);
   });
-  std::vector<uint16_t> tokens;
+  std::vector<int32_t> tokens;
   size_t total = 0;
   for (const auto& v : ids) total += v.size() + 1;
   tokens.reserve(total);
   const auto eot = tok.eot_id();
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (starts_document[i] && i > 0 && eot) tokens.push_back(static_cast<uint16_t>(*eot));
-    for (int32_t id : ids[i]) tokens.push_back(static_cast<uint16_t>(id));
+    if (starts_document[i] && i > 0 && eot) tokens.push_back(static_cast<int32_t>(*eot));
+    tokens.insert(tokens.end(), ids[i].begin(), ids[i].end());
   }
   return tokens;
 }
@@ -162,10 +145,10 @@ std::string summary_line(const fs::path& dir, const TokenManifest& m, size_t byt
 
 PrepareSummary prepare_tokens(const tokenizer::LoadedTokenizer& tok, const PrepareOptions& o,
                               const std::function<void(const PrepareProgress&)>& progress) {
-  check_options(tok, o);
+  check_options(o);
   const InputDocuments input = read_input_documents(o.input);
   PrepareProgress state{0, input.bytes, 0};
-  const std::vector<uint16_t> tokens =
+  const std::vector<int32_t> tokens =
       encode_input(tok.tokenizer, input, o.threads, state, progress);
   if (tokens.empty()) throw InputError(o.input.string() + ": encodes to no tokens");
   state.tokens = tokens.size();
@@ -184,8 +167,9 @@ PrepareSummary prepare_tokens(const tokenizer::LoadedTokenizer& tok, const Prepa
   m.documents = static_cast<int64_t>(input.texts.size());
   m.input_bytes = static_cast<int64_t>(input.bytes);
   m.val_fraction = o.val_fraction;
-  m.train = write_split(o.out_dir, "train", tokens, 0, n_train, o.shard_tokens);
-  m.val = write_split(o.out_dir, "val", tokens, n_train, tokens.size(), o.shard_tokens);
+  const int64_t vocab = tok.tokenizer.vocab_size();
+  m.train = write_split(o.out_dir, "train", tokens, 0, n_train, o.shard_tokens, vocab);
+  m.val = write_split(o.out_dir, "val", tokens, n_train, tokens.size(), o.shard_tokens, vocab);
   copy_tokenizer(tok, o.out_dir, m);
   write_manifest(o.out_dir, m);
   for (const auto* split : {&m.train, &m.val}) {

@@ -1,6 +1,7 @@
 #pragma once
 // `trainctl data prepare`: text (a file, a directory of them, or JSONL) tokenized with a BPE
-// tokenizer into llm.c token files (uint16, data/token_file.h) plus manifest.json
+// tokenizer into llm.c-layout token files (data/token_file.h: uint16 ids, version 1, for a
+// vocabulary of at most 65,536; uint32 ids, version 2, beyond) plus manifest.json
 // (data/manifest.h) in one directory, ready for `data: {type: tokens, path: DIR}`.
 //
 // Documents are encoded on several threads (long ones in chunks, tokenizer/parallel_encode.h)
@@ -35,10 +36,9 @@ struct PrepareSummary {
   std::string text;  // what was written, for the console
 };
 
-// Throws InputError (naming the file and the problem) for a vocabulary larger than 65536,
-// an empty or non-UTF-8 input, a val_fraction outside [0, 0.5], an out_dir that is a file
-// or a non-empty directory without a manifest.json (an older prepared directory is
-// replaced).
+// Throws InputError (naming the file and the problem) for an empty or non-UTF-8 input, a
+// val_fraction outside [0, 0.5], an out_dir that is a file or a non-empty directory without a
+// manifest.json (an older prepared directory is replaced).
 PrepareSummary prepare_tokens(const tokenizer::LoadedTokenizer& tokenizer,
                               const PrepareOptions& options,
                               const std::function<void(const PrepareProgress&)>& progress = {});

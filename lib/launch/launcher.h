@@ -56,6 +56,11 @@ struct LaunchOptions {
   // After a stop signal, how long workers get to finish (e.g. write a checkpoint). A
   // second signal kills them at once.
   std::chrono::milliseconds preempt_grace{std::chrono::seconds(30)};
+  // `train --resume none`: the job starts over. Node 0 refuses a run_dir that holds an
+  // earlier run (launch/run_history.h) unless `overwrite_run` (--overwrite), which moves
+  // that run to run_dir/previous-<time>/ first.
+  bool fresh_start = false;
+  bool overwrite_run = false;
 };
 
 // Blocks until the job ends on this node. Call from the main thread of a process that

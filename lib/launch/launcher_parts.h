@@ -91,6 +91,7 @@ class Launcher {
 
   // launcher_startup.cpp
   void prepare_run_dir();
+  void keep_one_history();
   void choose_node_addr();
   void restore_previous_config();
   // Returns false when a stop signal arrived first.

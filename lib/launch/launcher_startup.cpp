@@ -12,6 +12,7 @@
 #include "launch/job_token.h"
 #include "launch/launcher_parts.h"
 #include "launch/prefixed_store.h"
+#include "launch/run_history.h"
 #include "launch/shared_dir_check.h"
 #include "util/error.h"
 #include "util/exit_codes.h"
@@ -45,12 +46,24 @@ void Launcher::prepare_run_dir() {
   // a second job on the same run_dir leaves the first one's files untouched. (The other
   // nodes share node 0's run_dir or have their own; theirs need no lock of their own.)
   if (node_ == 0) run_dir_lock_.emplace(spec_.run_dir, spec_.name, spec_.spec_path);
+  if (node_ == 0 && opt_.fresh_start) keep_one_history();
   fs::create_directories(spec_.run_dir / "logs");
   if (node_ == 0 && fs::is_regular_file(spec_.run_dir / "config.resolved.yaml")) {
     std::ifstream in(spec_.run_dir / "config.resolved.yaml");
     previous_config_ = std::string(std::istreambuf_iterator<char>(in), {});
   }
   write_file_atomically(spec_.run_dir / "config.resolved.yaml", config::to_yaml(spec_), node_);
+}
+
+// --resume none on a run_dir that holds an earlier run: refused, or with --overwrite that
+// run moved aside whole, so metrics, checkpoints and TensorBoard never mix two runs.
+void Launcher::keep_one_history() {
+  const std::optional<std::string> history = describe_run_history(spec_.run_dir);
+  if (!history) return;
+  if (!opt_.overwrite_run) throw InputError(run_history_refusal(spec_.run_dir, *history));
+  const fs::path moved = move_run_aside(spec_.run_dir);
+  spdlog::info("--overwrite: the previous run in run_dir ({}) was moved to {}", *history,
+               moved.string());
 }
 
 void Launcher::restore_previous_config() {

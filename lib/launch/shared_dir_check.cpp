@@ -77,13 +77,14 @@ NodeFilesReport own_report(const config::JobSpec& spec, const std::string& resol
   NodeFilesReport r;
   r.node = opt.node;
   r.host = opt.host;
-  if (spec.data.type != "synthetic") r.data = file_fingerprint(spec.data.path);
+  // A blend's sources (no data.path) are checked by each node's own pre-launch check.
+  if (!spec.data.path.empty()) r.data = file_fingerprint(spec.data.path);
   r.spec_hash = text_hash(resolved_spec_text);
   return r;
 }
 
 fs::path data_path(const config::JobSpec& spec) {
-  return spec.data.type == "synthetic" ? fs::path() : spec.data.path;
+  return spec.data.path;  // empty for synthetic data and blends
 }
 
 [[noreturn]] void fail_with(const std::string& verdict) { throw InputError(verdict); }
@@ -163,7 +164,7 @@ void check_nodes_share_files(TcpStoreClient& store, const config::JobSpec& spec,
   }
   spdlog::info("all {} nodes see run_dir {}{} and the same job spec ({} ms)", options.nnodes,
                spec.run_dir.string(),
-               spec.data.type == "synthetic" ? "" : ", the same " + spec.data.path.string(),
+               spec.data.path.empty() ? "" : ", the same " + spec.data.path.string(),
                std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
 }
 

@@ -18,6 +18,11 @@
 //       worker RANK takes FACTOR times as long for each step's computation (it sleeps
 //       FACTOR - 1 times its compute time after the backward pass): a heterogeneous
 //       cluster on one machine, to compare synchronous DP with parameter servers.
+//   TRAINCTL_TEST_BATCH_LOG=1
+//       not a failure: every worker that feeds a DP replica (tp rank 0, first pipeline
+//       stage) appends one line per step to run_dir/batches/rank<R>.jsonl naming each global
+//       sample it trained on and a hash of its token ids (train/batch_log.h), so a test can
+//       compare the batches of two runs, e.g. across a resume on another layout.
 #include <cstdint>
 #include <string>
 
@@ -26,12 +31,14 @@ namespace trainctl::launch {
 inline constexpr const char* kStallHookVariable = "TEST_TRAINCTL_STALL";
 inline constexpr const char* kCrashInCheckpointVariable = "TRAINCTL_TEST_CRASH_IN_CHECKPOINT";
 inline constexpr const char* kSlowdownVariable = "TRAINCTL_TEST_SLOWDOWN";
+inline constexpr const char* kBatchLogVariable = "TRAINCTL_TEST_BATCH_LOG";
 
 struct TestHooks {
   std::string stall;                      // TEST_TRAINCTL_STALL as given ("": off)
   int64_t crash_in_checkpoint_step = -1;  // TRAINCTL_TEST_CRASH_IN_CHECKPOINT (-1: off)
   int slowdown_rank = -1;                 // TRAINCTL_TEST_SLOWDOWN (-1: off)
   double slowdown_factor = 1.0;
+  bool batch_log = false;  // TRAINCTL_TEST_BATCH_LOG=1
 };
 
 }  // namespace trainctl::launch

@@ -67,6 +67,7 @@ TestHooks read_test_hooks() {
       hooks.slowdown_factor = factor;
     }
   }
+  if (const char* log = std::getenv(kBatchLogVariable)) hooks.batch_log = std::string(log) == "1";
   return hooks;
 }
 

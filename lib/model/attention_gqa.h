@@ -11,6 +11,7 @@
 #include "model/attention_acts.h"
 #include "model/block.h"
 #include "model/param_list.h"
+#include "model/ring_attention.h"
 
 namespace trainctl::model {
 
@@ -31,12 +32,15 @@ class GqaAttention final : public Branch {
   using Acts = AttentionActs;
   void project_out(const Acts& a, float* y);
   ops::AttentionShape shape() const;
+  // RoPE at each token's true position (two chunks per sequence under cp).
+  void rope(float* x, bool backward) const;
 
   const ModelContext& ctx_;
   int C_local_, NH_local_, NKV_local_, qkv_width_;  // local widths under tensor parallelism
   int q_, k_, v_, o_;
-  std::vector<Acts> acts_;  // per slot
-  float* dqkv_ = nullptr;   // backward scratch [N, qkv_width]
+  std::vector<Acts> acts_;               // per slot
+  float* dqkv_ = nullptr;                // backward scratch [N, qkv_width]
+  std::unique_ptr<RingAttention> ring_;  // context parallelism (cp > 1)
 };
 
 }  // namespace trainctl::model

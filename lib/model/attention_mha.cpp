@@ -16,6 +16,10 @@ MhaAttention::MhaAttention(const ModelContext& ctx, ParamList& params, const std
   proj_b_ = params.replicated(prefix + ".c_proj.bias", {C}, Init::zeros, 0, false);
   first_ = attn_w_;
   end_ = proj_b_ + 1;
+  if (ctx.cp.active()) {
+    ring_ = std::make_unique<RingAttention>(
+        ops::AttentionShape::multi_head(ctx.B, ctx.T, C_local_, NH_local_), ctx.cp, ctx.cp_ring);
+  }
 }
 
 void MhaAttention::allocate(ActivationArena& arena, int slots) {
@@ -24,6 +28,7 @@ void MhaAttention::allocate(ActivationArena& arena, int slots) {
   dqkv_ = arena.shared("attention.mha.dqkv", N * W, MemoryUse::workspace);
   acts_ = allocate_attention_acts(arena, "attention.mha", N * W, N * C_local_, lse,
                                   ctx_.recompute == Recompute::full, slots);
+  if (ring_) ring_->allocate(arena);
 }
 
 void MhaAttention::project_out(const Acts& a, float* y) {
@@ -31,7 +36,7 @@ void MhaAttention::project_out(const Acts& a, float* y) {
   auto& w = ctx_.w();
   ctx_.be().linear_forward(y, a.att, w.data(proj_w_), ctx_.bias_here() ? w.data(proj_b_) : nullptr,
                            N, C_local_, C);
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void MhaAttention::forward(int slot, const float* h, float* y) {
@@ -39,7 +44,11 @@ void MhaAttention::forward(int slot, const float* h, float* y) {
   const int N = ctx_.N(), C = ctx_.config.d_model;
   auto& w = ctx_.w();
   ctx_.be().linear_forward(a.qkv, h, w.data(attn_w_), w.data(attn_b_), N, C, 3 * C_local_);
-  ctx_.be().attention_forward(a.att, a.lse, a.qkv, ctx_.B, ctx_.T, C_local_, NH_local_);
+  if (ring_) {
+    ring_->forward(ctx_.be(), a.att, a.lse, a.qkv);
+  } else {
+    ctx_.be().attention_forward(a.att, a.lse, a.qkv, ctx_.B, ctx_.T, C_local_, NH_local_);
+  }
   project_out(a, y);
 }
 
@@ -55,7 +64,11 @@ void MhaAttention::backward(int slot, const float* h, const float* dy, float* dh
   auto& w = ctx_.w();
   // dh holds d(attention output) [N, C/tp] until the input gradient overwrites it.
   linear_backward_split(ctx_, dh, proj_w_, proj_b_, dy, a.att, C_local_, C);
-  be.attention_backward(dqkv_, dh, a.qkv, a.att, a.lse, ctx_.B, ctx_.T, C_local_, NH_local_);
+  if (ring_) {
+    ring_->backward(be, dqkv_, dh, a.qkv, a.att, a.lse);
+  } else {
+    be.attention_backward(dqkv_, dh, a.qkv, a.att, a.lse, ctx_.B, ctx_.T, C_local_, NH_local_);
+  }
   // c_attn's weight gradient before its input gradient: data parallelism reduces the
   // attention's matrices behind that product (in block 0 this leaves only ln_1 and the
   // embeddings for the exposed tail of the step).
@@ -63,7 +76,7 @@ void MhaAttention::backward(int slot, const float* h, const float* dy, float* dh
   report.ready();
   // Each TP rank has part of d(h); the allreduce sums.
   be.gemm(false, false, N, C, W, 1.0f, dqkv_, W, w.data(attn_w_), C, 0.0f, dh, C);
-  ctx_.tp_allreduce(dh, ctx_.NC());
+  ctx_.tp_sum_rows(dh);
 }
 
 double MhaAttention::macs_per_token(int seq_len) const {

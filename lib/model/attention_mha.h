@@ -5,12 +5,14 @@
 // here. Megatron tensor parallelism: c_attn column-parallel by heads (each of q, k and v
 // split the same way), c_proj row-parallel, one TP allreduce of the output in forward and
 // one of the input gradient in backward.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/attention_acts.h"
 #include "model/block.h"
 #include "model/param_list.h"
+#include "model/ring_attention.h"
 
 namespace trainctl::model {
 
@@ -34,8 +36,9 @@ class MhaAttention final : public Branch {
   const ModelContext& ctx_;
   int C_local_, NH_local_;  // d_model / tp, heads / tp
   int attn_w_, attn_b_, proj_w_, proj_b_;
-  std::vector<Acts> acts_;  // per slot
-  float* dqkv_ = nullptr;   // backward scratch [N, 3C/tp]
+  std::vector<Acts> acts_;               // per slot
+  float* dqkv_ = nullptr;                // backward scratch [N, 3C/tp]
+  std::unique_ptr<RingAttention> ring_;  // context parallelism (cp > 1)
 };
 
 }  // namespace trainctl::model

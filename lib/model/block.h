@@ -59,16 +59,17 @@ class Branch {
 
   // Buffers for `slots` micro-batches in flight.
   virtual void allocate(ActivationArena& arena, int slots) = 0;
-  // y = f(h) [N,C], summed over the TP group. y may be h's buffer: read h fully before
-  // the first write to y.
+  // y = f(h) [N,C], summed over the TP group (ModelContext::tp_sum_rows: under sequence
+  // parallelism only y's first rows() rows, this rank's). y may be h's buffer: read h fully
+  // before the first write to y.
   virtual void forward(int slot, const float* h, float* y) = 0;
   // Selective recomputation: refill what this branch dropped from the slot's kept
   // activations, without reading its input (the norm before it is recomputed after); with
   // y, also write the output again.
   virtual void refill(int slot, float* y) = 0;
-  // dy = d(output) [N,C]; writes dh = d(h) [N,C] summed over the TP group (dh is this
-  // branch's scratch until then). Parameter gradients accumulate; each piece is reported
-  // as soon as its gradients are final. Reads h (the slot's, as forward saw it).
+  // dy = d(output) [N,C]; writes dh = d(h) [N,C] summed over the TP group (tp_sum_rows, as
+  // y; dh is this branch's scratch until then). Parameter gradients accumulate; each piece is
+  // reported as soon as its gradients are final. Reads h (the slot's, as forward saw it).
   virtual void backward(int slot, const float* h, const float* dy, float* dh,
                         const PieceReport& report) = 0;
   // Multiply-adds per token of the forward, whole model (not per TP rank).
@@ -94,6 +95,8 @@ class Block {
   // dres holds d(output) on entry and d(x) on exit.
   virtual void backward(int slot, const float* x, float* dres, const PieceReport& report) = 0;
   virtual double macs_per_token(int seq_len) const = 0;
+  // The feed-forward branch (the MoE layers' statistics and expert bias), or null.
+  virtual Branch* feed_forward() { return nullptr; }
 };
 
 }  // namespace trainctl::model

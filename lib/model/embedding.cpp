@@ -25,14 +25,39 @@ Embedding::Embedding(const ModelContext& ctx, ParamList& params)
 void Embedding::forward(const int32_t* tokens, float* out) const {
   auto& w = ctx_.w();
   const float* wpe = ctx_.shard.tp_rank == 0 && wpe_ >= 0 ? w.data(wpe_) : nullptr;
-  ctx_.be().embedding_forward(out, tokens, w.data(wte_), vocab_, wpe, ctx_.B, ctx_.T,
-                              ctx_.config.d_model);
+  const int C = ctx_.config.d_model;
+  if (!ctx_.cp.active()) {
+    ctx_.be().embedding_forward(out, tokens, w.data(wte_), vocab_, wpe, ctx_.B, ctx_.T, C);
+    return;
+  }
+  // Context parallelism: each local chunk reads the position rows of its true positions.
+  for_each_chunk([&](int64_t row, int pos0, int len) {
+    ctx_.be().embedding_forward(out + row * C, tokens + row, w.data(wte_), vocab_,
+                                wpe != nullptr ? wpe + int64_t{pos0} * C : nullptr, 1, len, C);
+  });
 }
 
 void Embedding::backward(const float* dout, const int32_t* tokens) const {
   auto& w = ctx_.w();
-  ctx_.be().embedding_backward(w.grad(wte_), wpe_ >= 0 ? w.grad(wpe_) : nullptr, dout, tokens,
-                               vocab_, ctx_.B, ctx_.T, ctx_.config.d_model);
+  float* dwpe = wpe_ >= 0 ? w.grad(wpe_) : nullptr;
+  const int C = ctx_.config.d_model;
+  if (!ctx_.cp.active()) {
+    ctx_.be().embedding_backward(w.grad(wte_), dwpe, dout, tokens, vocab_, ctx_.B, ctx_.T, C);
+    return;
+  }
+  for_each_chunk([&](int64_t row, int pos0, int len) {
+    ctx_.be().embedding_backward(w.grad(wte_), dwpe != nullptr ? dwpe + int64_t{pos0} * C : nullptr,
+                                 dout + row * C, tokens + row, vocab_, 1, len, C);
+  });
+}
+
+void Embedding::for_each_chunk(const std::function<void(int64_t, int, int)>& f) const {
+  for (int b = 0; b < ctx_.B; ++b) {
+    for (int l = 0; l < 2; ++l) {
+      f(int64_t{b} * ctx_.T + l * ctx_.cp.chunk, ctx_.cp.first_position(l, ctx_.cp.rank),
+        ctx_.cp.chunk);
+    }
+  }
 }
 
 }  // namespace trainctl::model

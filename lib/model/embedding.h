@@ -5,6 +5,7 @@
 // the token table and embeds the tokens it holds (zeros elsewhere); rank 0 adds the
 // positions; the caller sums the ranks' partial embeddings over the TP group.
 #include <cstdint>
+#include <functional>
 
 #include "model/model_context.h"
 #include "model/param_list.h"
@@ -30,6 +31,9 @@ class Embedding {
   void backward(const float* dout, const int32_t* tokens) const;
 
  private:
+  // Context parallelism: f(first local row, first true position, rows) per local chunk.
+  void for_each_chunk(const std::function<void(int64_t, int, int)>& f) const;
+
   const ModelContext& ctx_;
   ops::VocabRange vocab_;
   int wte_ = -1, wpe_ = -1;

@@ -4,9 +4,20 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/moe/moe_ffn.h"
+
 namespace trainctl::model {
 
 namespace {
+
+void check_sequence_parallel(const ModelContext& ctx) {
+  if (!ctx.sequence_parallel) return;
+  if (ctx.shard.tp_size < 2 || ctx.T % ctx.shard.tp_size != 0) {
+    throw std::invalid_argument("Gpt: sequence parallelism needs tp > 1 dividing seq_len (tp " +
+                                std::to_string(ctx.shard.tp_size) + ", seq_len " +
+                                std::to_string(ctx.T) + ")");
+  }
+}
 
 ModelContext make_context(const ModelConfig& config, const GptOptions& options, int batch,
                           int seq_len) {
@@ -17,6 +28,9 @@ ModelContext make_context(const ModelConfig& config, const GptOptions& options, 
   ctx.T = seq_len;
   ctx.recompute = options.recompute;
   ctx.tp = options.tp;
+  ctx.cp = options.cp;
+  ctx.ep = options.ep;
+  ctx.sequence_parallel = options.sequence_parallel;
   return ctx;
 }
 
@@ -45,6 +59,15 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
   }
   if (options.slots < 1) throw std::invalid_argument("Gpt: slots must be >= 1");
   check_tp_divisible(config, tp);
+  if (ctx_.cp.active()) {
+    if (options.cp_group == nullptr || options.cp_group->size() != ctx_.cp.cp ||
+        options.cp_group->rank() != ctx_.cp.rank || seq_len != ctx_.cp.local_len()) {
+      throw std::invalid_argument("Gpt: a context-parallel shard needs its CP communicator");
+    }
+    cp_ring_ = std::make_unique<comm::RingExchange>(*options.cp_group);
+    ctx_.cp_ring = cp_ring_.get();
+  }
+  check_sequence_parallel(ctx_);
   ctx_.backend = &backend;
   ctx_.params = &params_;
   ParamList list(ctx_.shard);
@@ -56,6 +79,7 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
     params_.allocate();
   }
   parts_.allocate(ctx_, arena_, options.slots);
+  ctx_.sp_rows = parts_.sp_rows;
   // Gradient pieces (grad_pieces): the tied copy's, each block's from the last, the
   // embeddings'.
   int piece = tied_copy_param() >= 0 ? 1 : 0;
@@ -73,6 +97,7 @@ GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& o
                                   int seq_len) {
   const ModelContext ctx = make_context(config, options, batch, seq_len);
   check_tp_divisible(config, ctx.shard.tp_size);
+  check_sequence_parallel(ctx);
   ParamList list(ctx.shard);
   ModelParts parts = compose_model(ctx, list);
   ActivationArena arena(nullptr);
@@ -84,7 +109,7 @@ GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& o
 
 void Gpt::init_weights(uint64_t seed) { params_.initialize(seed); }
 
-int64_t Gpt::boundary_floats() const { return static_cast<int64_t>(ctx_.NC()); }
+int64_t Gpt::boundary_floats() const { return static_cast<int64_t>(ctx_.rows_C()); }
 
 void Gpt::check_slot(int chunk, int slot) const {
   if (chunk < 0 || chunk >= num_chunks() || slot < 0 ||
@@ -102,6 +127,18 @@ float* Gpt::input_buffer(int chunk, int slot) {
 // --- blocks and gradient pieces -----------------------------------------------------------
 
 int Gpt::num_blocks() const { return static_cast<int>(parts_.blocks.size()); }
+
+std::vector<MoeLayer> Gpt::moe_layers() {
+  std::vector<MoeLayer> out;
+  for (int b = 0; b < num_blocks(); ++b) {
+    const int chunk = chunk_of_block(b);
+    const int layer = ctx_.shard.chunks[static_cast<size_t>(chunk)].begin + b -
+                      parts_.chunk_first_block[static_cast<size_t>(chunk)];
+    auto* ffn = dynamic_cast<moe::MoeFfn*>(parts_.blocks[static_cast<size_t>(b)]->feed_forward());
+    if (ffn != nullptr) out.push_back({layer, ffn});
+  }
+  return out;
+}
 
 int Gpt::chunk_of_block(int block) const {
   int chunk = 0;
@@ -165,11 +202,17 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
   float* input = input_buffer(chunk, slot);
   ctx_.grad_scale = backward ? grad_scale : 0.0f;  // for losses inside blocks (MoE aux)
   if (has_embedding(chunk)) {
-    // Each TP rank embeds the tokens of its vocabulary rows; the allreduce sums.
+    // Each TP rank embeds the tokens of its vocabulary rows; the allreduce sums (under
+    // sequence parallelism, the reduce-scatter: this rank's rows of the sum).
+    float* embedded = ctx_.sp() ? parts_.sp_full : input;
     resident_hook(true, ResidentUse::embedding_forward, false);
-    parts_.embedding->forward(tokens, input);
+    parts_.embedding->forward(tokens, embedded);
     resident_hook(false, ResidentUse::embedding_forward, false);
-    ctx_.tp_allreduce(input, ctx_.NC());
+    if (ctx_.sp()) {
+      ctx_.sp_scatter_sum(embedded, input);
+    } else {
+      ctx_.tp_allreduce(input, ctx_.NC());
+    }
   }
   const float* x = input;
   const int first = parts_.chunk_first_block[static_cast<size_t>(chunk)];
@@ -223,8 +266,10 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     if (block_hooks_.after_backward) block_hooks_.after_backward(b);
   }
   if (!has_embedding(chunk)) return dres;
+  // Sequence parallel: the backward of the embedding's reduce-scatter gathers every row.
+  if (ctx_.sp()) ctx_.sp_gather(dres, parts_.sp_full);
   resident_hook(true, ResidentUse::embedding_backward, true);
-  parts_.embedding->backward(dres, tokens);
+  parts_.embedding->backward(ctx_.sp() ? parts_.sp_full : dres, tokens);
   resident_hook(false, ResidentUse::embedding_backward, true);
   // The embeddings' piece(s): wte's own piece, when it has one, the caller reports (llama's
   // only embedding piece is the tied one when it is exchanged).

@@ -44,11 +44,31 @@
 
 namespace trainctl::model {
 
+namespace moe {
+class MoeFfn;
+}
+
+// One mixture-of-experts layer of this rank's shard: its layer index in the whole model.
+struct MoeLayer {
+  int layer = 0;
+  moe::MoeFfn* ffn = nullptr;
+};
+
 struct GptOptions {
   GptShardSpec shard;                // empty chunks: the whole model
   comm::Communicator* tp = nullptr;  // the TP group (required when shard.tp_size > 1)
+  // Context parallelism (model/context_chunks.h): seq_len is then the local length
+  // (seq_len / cp of the whole sequence) and `cp` the CP ring (required when cp.cp > 1).
+  ContextChunks cp;
+  comm::Communicator* cp_group = nullptr;
+  comm::Communicator* ep = nullptr;  // the ep group (required when shard.ep_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
   Recompute recompute = Recompute::none;
+  // Sequence parallelism (Korthikanti et al. 2022; needs shard.tp_size > 1 dividing
+  // seq_len): the residual stream, the norms and the stage boundaries hold batch *
+  // seq_len / tp token rows per TP rank (model/model_context.h); boundary_floats() shrinks
+  // by tp.
+  bool sequence_parallel = false;
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
   // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
   bool unbound_params = false;
@@ -93,7 +113,8 @@ class Gpt {
   int num_chunks() const { return static_cast<int>(ctx_.shard.chunks.size()); }
   bool has_embedding(int chunk) const { return ctx_.shard.embedding && chunk == 0; }
   bool has_head(int chunk) const { return ctx_.shard.head && chunk == num_chunks() - 1; }
-  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model.
+  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model (/ tp
+  // under sequence parallelism).
   int64_t boundary_floats() const;
   // Where the previous stage's output for (chunk, slot) must be written before
   // forward_chunk (chunks without the embedding).
@@ -180,9 +201,15 @@ class Gpt {
   // [begin, end) of the flat parameter layout holding block `block`'s parameters.
   std::pair<int64_t, int64_t> block_param_range(int block) const;
 
+  // This rank's mixture-of-experts layers, in layer order (empty for a dense model).
+  std::vector<MoeLayer> moe_layers();
+
   // Each block's forward and backward (and the LM head's) become timeline events while
   // `trace` records (null: none).
   void set_trace(observe::TraceRecorder* trace) { trace_ = trace; }
+  // The CP ring's exchanges (its times: ring traffic and the part not hidden), or null
+  // without context parallelism.
+  comm::RingExchange* cp_ring() const { return cp_ring_.get(); }
 
  private:
   void check_slot(int chunk, int slot) const;
@@ -198,6 +225,7 @@ class Gpt {
   std::function<void(int)> grad_ready_;
   BlockHooks block_hooks_;
   observe::TraceRecorder* trace_ = nullptr;
+  std::unique_ptr<comm::RingExchange> cp_ring_;  // the CP ring's thread (cp > 1)
 };
 
 }  // namespace trainctl::model

@@ -23,6 +23,8 @@ LmHead::LmHead(const ModelContext& ctx, ParamList& params, int token_table)
 
 void LmHead::allocate(ActivationArena& arena, int slots) {
   const int64_t N = ctx_.N(), NC = static_cast<int64_t>(ctx_.NC());
+  norm_.allocate(arena);
+  if (ctx_.sp()) dnorm_full_ = arena.shared("sp.full", NC, MemoryUse::workspace);
   if (ctx_.tp_size() > 1) {
     logits_ = arena.shared("head.logits", N * V_local_, MemoryUse::workspace);
     row_max_ = arena.shared("head.row_max", N, MemoryUse::workspace);
@@ -32,7 +34,7 @@ void LmHead::allocate(ActivationArena& arena, int slots) {
     Acts a;
     a.norm = norm_.take(arena, MemoryUse::activations);
     a.losses = arena.take(N, MemoryUse::activations);
-    a.dnorm = arena.take(NC, MemoryUse::activations);
+    a.dnorm = arena.take(static_cast<int64_t>(ctx_.rows_C()), MemoryUse::activations);
     acts_.push_back(a);
   }
 }
@@ -71,9 +73,15 @@ void LmHead::vocab_parallel_loss(const Acts& a, const int32_t* targets, bool bac
   ctx_.tp_allreduce(xent_stats_, 2 * static_cast<size_t>(N));
   be.xent_finish(a.losses, backward ? logits_ : nullptr, logits_, row_max_, xent_stats_, targets,
                  vocab_, N, grad_scale);
-  if (backward) {
-    be.linear_backward(a.dnorm, w.grad(weight_), nullptr, logits_, a.norm.out, w.data(weight_), N,
-                       C, V_local_);
+  if (!backward) return;
+  // Each rank's share of d(norm output), summed over the TP group: all of it, or under
+  // sequence parallelism this rank's rows (the norm's backward runs on those).
+  float* dnorm = ctx_.sp() ? dnorm_full_ : a.dnorm;
+  be.linear_backward(dnorm, w.grad(weight_), nullptr, logits_, a.norm.out, w.data(weight_), N, C,
+                     V_local_);
+  if (ctx_.sp()) {
+    ctx_.sp_scatter_sum(dnorm, a.dnorm);
+  } else {
     ctx_.tp_allreduce(a.dnorm, ctx_.NC());
   }
 }

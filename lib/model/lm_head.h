@@ -4,7 +4,9 @@
 // At tp 1 one fused op computes losses, d(norm output) and the head's weight gradient
 // without ever materialising [N, V] logits; under tensor parallelism the head is
 // vocab-parallel: each rank computes its [N, V/tp] logits and only per-row maxima and
-// sums cross ranks.
+// sums cross ranks. Under sequence parallelism the final norm runs on this rank's rows and
+// all-gathers its output for the head; d(norm output) is reduce-scattered back to the rows
+// (the pair replaces the allreduce of d(norm output)).
 #include <cstdint>
 #include <vector>
 
@@ -46,7 +48,7 @@ class LmHead {
   struct Acts {
     NormActs norm;
     float* losses;  // [N] per token
-    float* dnorm;   // [N,C] d(norm output) from the loss
+    float* dnorm;   // [rows(),C] d(norm output) from the loss
   };
   void vocab_parallel_loss(const Acts& a, const int32_t* targets, bool backward, float grad_scale);
 
@@ -58,6 +60,7 @@ class LmHead {
   std::vector<Acts> acts_;  // per slot
   // Vocab-parallel scratch (tp > 1): logits [N, V/tp], row maxima [N], partial sums [2N].
   float *logits_ = nullptr, *row_max_ = nullptr, *xent_stats_ = nullptr;
+  float* dnorm_full_ = nullptr;  // sequence parallel: d(norm output) [N,C] before the scatter
 };
 
 }  // namespace trainctl::model

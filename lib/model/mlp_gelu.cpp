@@ -37,7 +37,7 @@ void GeluMlp::project_out(const Acts& a, float* y) {
   auto& w = ctx_.w();
   ctx_.be().linear_forward(y, a.gelu, w.data(proj_w_), ctx_.bias_here() ? w.data(proj_b_) : nullptr,
                            N, H_local_, C);
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void GeluMlp::forward(int slot, const float* h, float* y) {
@@ -70,7 +70,7 @@ void GeluMlp::backward(int slot, const float* h, const float* dy, float* dh,
   linear_backward_split(ctx_, nullptr, fc_w_, fc_b_, d_fc_, h, C, H_local_);
   report.ready();
   be.gemm(false, false, N, C, H_local_, 1.0f, d_fc_, H_local_, w.data(fc_w_), C, 0.0f, dh, C);
-  ctx_.tp_allreduce(dh, ctx_.NC());
+  ctx_.tp_sum_rows(dh);
 }
 
 double GeluMlp::macs_per_token(int /*seq_len*/) const {

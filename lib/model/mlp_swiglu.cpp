@@ -34,7 +34,7 @@ void SwiGluMlp::allocate(ActivationArena& arena, int slots) {
 void SwiGluMlp::project_out(const Acts& a, float* y) {
   const int N = ctx_.N(), C = ctx_.config.d_model;
   ctx_.be().linear_forward(y, a.act, ctx_.w().data(down_), nullptr, N, H_local_, C);
-  ctx_.tp_allreduce(y, ctx_.NC());
+  ctx_.tp_sum_rows(y);
 }
 
 void SwiGluMlp::forward(int slot, const float* h, float* y) {
@@ -60,7 +60,7 @@ void SwiGluMlp::backward(int slot, const float* h, const float* dy, float* dh,
   fused_weight_grads(ctx_, d_fc_, 2 * H_local_, h, {gate_, up_}, C);
   report.ready();
   fused_input_grad(ctx_, dh, d_fc_, 2 * H_local_, {gate_, up_}, C);
-  ctx_.tp_allreduce(dh, ctx_.NC());
+  ctx_.tp_sum_rows(dh);
 }
 
 double SwiGluMlp::macs_per_token(int /*seq_len*/) const {

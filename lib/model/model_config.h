@@ -26,6 +26,9 @@ struct MoeConfig {
   MoeScore score = MoeScore::softmax;
   // The auxiliary load-balancing loss (sequence-wise, DeepSeek-V3's form); 0 = none.
   float aux_loss_coef = 0.0f;
+  // balance: bias (auxiliary-loss-free, DeepSeek-V3): each step moves every expert's
+  // selection bias by this much towards balance (model/moe/router.h); 0 = no bias.
+  float bias_update_rate = 0.0f;
   // Per micro-batch, an expert takes at most ceil(capacity_factor * tokens * top_k /
   // num_experts) tokens, the earliest in the micro-batch; 0 = dropless.
   float capacity_factor = 0.0f;
@@ -35,6 +38,7 @@ struct MoeConfig {
   int layers_from = 0;
 
   bool enabled() const { return num_experts > 0; }
+  bool expert_bias() const { return bias_update_rate > 0.0f; }
   bool layer(int l) const {
     return enabled() && l >= layers_from && (l - layers_from + 1) % layers_every == 0;
   }

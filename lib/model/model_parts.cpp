@@ -20,8 +20,13 @@ ModelParts compose_model(const ModelContext& ctx, ParamList& params) {
 }
 
 void ModelParts::allocate(const ModelContext& ctx, ActivationArena& arena, int slots) {
-  const auto NC = static_cast<int64_t>(ctx.NC());
+  // Between blocks (and stages) the residual stream: rows() rows per rank.
+  const auto NC = static_cast<int64_t>(ctx.rows_C());
   dres = arena.shared("model.dres", NC, MemoryUse::workspace);
+  if (ctx.sp()) {
+    sp_rows = arena.shared("sp.rows", NC, MemoryUse::workspace);
+    sp_full = arena.shared("sp.full", static_cast<int64_t>(ctx.NC()), MemoryUse::workspace);
+  }
   for (const auto& block : blocks) block->allocate(arena, slots);
   if (head) head->allocate(arena, slots);
   inputs.assign(ctx.shard.chunks.size(), {});

@@ -25,6 +25,11 @@ struct ModelParts {
   // previous stage's).
   float* dres = nullptr;
   std::vector<std::vector<float*>> inputs;  // [chunk][slot]
+  // Sequence parallelism's scratch (ModelContext::sp_rows, [rows(),C]) and [N,C] buffer
+  // (the embedding's output before its reduce-scatter, d(input) gathered for its backward;
+  // the blocks' gathered d(branch output); the head's d(norm output)).
+  float* sp_rows = nullptr;
+  float* sp_full = nullptr;
 
   void allocate(const ModelContext& ctx, ActivationArena& arena, int slots);
 };

@@ -53,6 +53,7 @@ size_t ParameterSet::declare(const ParamSpec& spec) {
   p.shape = spec.shard.local_shape();
   p.shard = spec.shard;
   p.tied_copy = spec.tied_copy;
+  p.expert = spec.expert;
   p.numel = numel_of(p.shape);
   p.offset = total_;
   p.init = spec.init;

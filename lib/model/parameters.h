@@ -18,6 +18,7 @@ struct Param {
   Shape shape;             // this rank's (local) shape, nanoGPT/nn.Linear layout
   TensorShard shard;       // where it sits in the global tensor (whole when not sharded)
   bool tied_copy = false;  // see ParamSpec::tied_copy
+  bool expert = false;     // see ParamSpec::expert
   int64_t offset = 0;      // in floats, into the flat buffers
   int64_t numel = 0;
   Init init = Init::zeros;

@@ -68,21 +68,25 @@ std::vector<double> layer_costs(const ModelConfig& c, int seq_len) {
 
 double head_cost(const ModelConfig& c) { return static_cast<double>(c.vocab_size) * c.d_model; }
 
-std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts) {
-  const int L = config.n_layer;
-  if (parts < 1 || parts > L) {
-    throw std::invalid_argument("cannot split " + std::to_string(L) + " transformer blocks into " +
-                                std::to_string(parts) + " pipeline stages (at most one stage " +
-                                "per block)");
+namespace {
+
+void check_parts(int n_layer, int parts) {
+  if (parts < 1 || parts > n_layer) {
+    throw std::invalid_argument("cannot split " + std::to_string(n_layer) +
+                                " transformer blocks into " + std::to_string(parts) +
+                                " pipeline stages (at most one stage per block)");
   }
-  const double blk = block_cost(config, seq_len);
-  const double head = head_cost(config);
-  // The embedding is a gather (no products) but its backward scatters into wte: count it
-  // as a small fixed share of a block so ties go to the later stages.
-  const double embed = 0.05 * blk;
-  // Blocks of unequal cost (some layers MoE) by prefix sums; equal ones as before, so a
-  // dense model's partition is unchanged bit for bit.
-  const std::vector<double> layer = layer_costs(config, seq_len);
+}
+
+}  // namespace
+
+std::vector<LayerRange> balance_layers(const std::vector<double>& layer, double first_extra,
+                                       double last_extra, int parts) {
+  const int L = static_cast<int>(layer.size());
+  check_parts(L, parts);
+  // Blocks of unequal cost (some layers MoE) by prefix sums; equal ones by multiplication,
+  // so a dense model's partition does not depend on rounding.
+  const double blk = layer.front();
   const bool uniform = std::all_of(layer.begin(), layer.end(), [&](double c) { return c == blk; });
   std::vector<double> prefix(static_cast<size_t>(L) + 1, 0.0);
   for (int l = 0; l < L; ++l) {
@@ -93,7 +97,7 @@ std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len,
     const double blocks =
         uniform ? (end - first) * blk
                 : prefix[static_cast<size_t>(end)] - prefix[static_cast<size_t>(first)];
-    return blocks + (is_first ? embed : 0.0) + (is_last ? head : 0.0);
+    return blocks + (is_first ? first_extra : 0.0) + (is_last ? last_extra : 0.0);
   };
   // best[p][l]: the cheapest maximum over the first p parts covering blocks [0, l).
   const double inf = std::numeric_limits<double>::infinity();
@@ -127,6 +131,49 @@ std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len,
   return out;
 }
 
+namespace {
+
+// The ranges of `counts` blocks each, in order; checks them against n_layer and parts.
+std::vector<LayerRange> ranges_of_counts(const std::vector<int>& counts, int n_layer, int parts) {
+  if (static_cast<int>(counts.size()) != parts) {
+    throw std::invalid_argument("parallel.layers_per_stage has " + std::to_string(counts.size()) +
+                                " entries; the pipeline has " + std::to_string(parts) +
+                                " (virtual) stages");
+  }
+  std::vector<LayerRange> out;
+  int begin = 0;
+  for (int n : counts) {
+    if (n < 1) throw std::invalid_argument("parallel.layers_per_stage: a stage with no layers");
+    out.push_back({begin, begin + n});
+    begin += n;
+  }
+  if (begin != n_layer) {
+    throw std::invalid_argument("parallel.layers_per_stage sums to " + std::to_string(begin) +
+                                "; model.n_layer is " + std::to_string(n_layer));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts,
+                                         const StageSplit& split) {
+  const int L = config.n_layer;
+  if (!split.layers.empty()) return ranges_of_counts(split.layers, L, parts);
+  check_parts(L, parts);
+  if (split.equal) {
+    if (L % parts != 0) {
+      throw std::invalid_argument("stage_balance: equal needs model.n_layer (" + std::to_string(L) +
+                                  ") divisible by the " + std::to_string(parts) + " stages");
+    }
+    return ranges_of_counts(std::vector<int>(static_cast<size_t>(parts), L / parts), L, parts);
+  }
+  const double blk = block_cost(config, seq_len);
+  // The embedding is a gather (no products) but its backward scatters into wte: count it
+  // as a small fixed share of a block so ties go to the later stages.
+  return balance_layers(layer_costs(config, seq_len), 0.05 * blk, head_cost(config), parts);
+}
+
 GptShardSpec GptShardSpec::whole(const ModelConfig& config) {
   GptShardSpec s;
   s.chunks = {{0, config.n_layer}};
@@ -134,12 +181,14 @@ GptShardSpec GptShardSpec::whole(const ModelConfig& config) {
 }
 
 GptShardSpec GptShardSpec::of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
-                              int virtual_stages, int tp, int tp_rank, ChunkOrder order) {
+                              int virtual_stages, int tp, int tp_rank, const StageSplit& split,
+                              ChunkOrder order) {
   if (pp < 1 || pp_rank < 0 || pp_rank >= pp || virtual_stages < 1 || tp < 1 || tp_rank < 0 ||
       tp_rank >= tp || (order == ChunkOrder::v_shape && virtual_stages != 2)) {
     throw std::invalid_argument("GptShardSpec::of: invalid layout coordinates");
   }
-  const std::vector<LayerRange> parts = partition_layers(config, seq_len, pp * virtual_stages);
+  const std::vector<LayerRange> parts =
+      partition_layers(config, seq_len, pp * virtual_stages, split);
   GptShardSpec s;
   for (int c = 0; c < virtual_stages; ++c)
     s.chunks.push_back(parts[static_cast<size_t>(virtual_stage_of(order, c, pp_rank, pp))]);

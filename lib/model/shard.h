@@ -51,6 +51,10 @@ struct ParamSpec {
   // gradient is added to the first stage's and vice versa; it is not counted again in the
   // gradient norm nor exported.
   bool tied_copy = false;
+  // A routed expert's tensor (model/moe/grouped_experts.h): with expert parallelism only the
+  // DP ranks of one ep rank hold it, so its gradient is summed over the expert-data-parallel
+  // group and one of those ranks writes it to checkpoints.
+  bool expert = false;
 };
 
 // Blocks [begin, end) of the transformer, run as one unit of a pipeline.
@@ -61,17 +65,39 @@ struct LayerRange {
   bool operator==(const LayerRange&) const = default;
 };
 
-// Splits n_layer blocks into `parts` contiguous ranges (pipeline stages, in order) so the
-// most expensive part is as cheap as possible, counting the embedding with the first part
-// and the final LayerNorm + LM head with the last (its cost grows with vocab / d_model).
-// Each block counts its own cost (layer_costs). Every part gets at least one block. Throws
-// std::invalid_argument unless
-// 1 <= parts <= n_layer.
-std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts);
+// How the blocks are divided among the pipeline's (virtual) stages: parallel.stage_balance
+// and parallel.layers_per_stage of the job spec.
+struct StageSplit {
+  // stage_balance: equal: n_layer / parts blocks each (n_layer must be divisible by parts).
+  // false (stage_balance: auto): balanced by cost, as partition_layers below.
+  bool equal = false;
+  // layers_per_stage: the blocks of each part, in pipeline (virtual stage) order; when not
+  // empty it overrides `equal`. Must have `parts` entries, each >= 1, summing to n_layer.
+  std::vector<int> layers;
+  bool operator==(const StageSplit&) const = default;
+};
+
+// Splits n_layer blocks into `parts` contiguous ranges (pipeline stages, in order). By
+// default (`split` auto) so the most expensive part is as cheap as possible, counting the
+// embedding with the first part and the final norm + LM head + loss with the last (its cost
+// grows with vocab / d_model); each block counts its own cost (layer_costs). Every part
+// gets at least one block. `split` can ask for equal parts or give the counts. Throws
+// std::invalid_argument unless 1 <= parts <= n_layer and the split fits (counts: `parts`
+// entries >= 1 summing to n_layer; equal: n_layer divisible by parts).
+std::vector<LayerRange> partition_layers(const ModelConfig& config, int seq_len, int parts,
+                                         const StageSplit& split = {});
+
+// The cost-balanced split of blocks of costs `layer` into `parts` contiguous ranges, with
+// `first_extra` added to the first part and `last_extra` to the last (minimising the
+// largest part; ties keep the earliest cut): the mechanism of partition_layers, for any
+// per-layer cost.
+std::vector<LayerRange> balance_layers(const std::vector<double>& layer, double first_extra,
+                                       double last_extra, int parts);
 
 // Relative forward cost of one block and of the LM head per token (the unit of the
 // partition above; also shown by `trainctl plan`): multiply-adds, the block's as it counts
-// them (Block::macs_per_token).
+// them (Block::macs_per_token); the head's vocab × d_model products (its fused kernel also
+// computes the cross-entropy, whose few operations per logit this leaves out).
 double block_cost(const ModelConfig& config, int seq_len);
 double head_cost(const ModelConfig& config);
 // Each layer's block cost (layers differ when only some are mixture-of-experts layers).
@@ -93,14 +119,18 @@ struct GptShardSpec {
   bool head = true;       // holds ln_f and the LM head (the last pipeline stage)
   int tp_rank = 0;
   int tp_size = 1;
+  // Expert parallelism (parallel.ep): this rank holds routed experts
+  // [ep_rank * E / ep_size, (ep_rank + 1) * E / ep_size) of every MoE layer.
+  int ep_rank = 0;
+  int ep_size = 1;
 
   // The whole model on one rank.
   static GptShardSpec whole(const ModelConfig& config);
   // Rank (pp_rank, tp_rank) of a pp × tp layout; chunk c of pipeline rank r is virtual
   // stage virtual_stage_of(order, c, r, pp) of partition_layers(config, seq_len,
-  // pp * virtual_stages). v_shape needs virtual_stages == 2.
+  // pp * virtual_stages, split). v_shape needs virtual_stages == 2.
   static GptShardSpec of(const ModelConfig& config, int seq_len, int pp, int pp_rank,
-                         int virtual_stages, int tp, int tp_rank,
+                         int virtual_stages, int tp, int tp_rank, const StageSplit& split = {},
                          ChunkOrder order = ChunkOrder::looped);
   // The tied LM head needs its own copy of wte (a stage without the embedding).
   bool tied_copy() const { return head && !embedding; }

@@ -27,7 +27,13 @@ std::vector<int> TransformerBlock::piece_starts() const {
 }
 
 void TransformerBlock::allocate(ActivationArena& arena, int slots) {
-  const int64_t N = ctx_.N(), NC = static_cast<int64_t>(ctx_.NC());
+  // Under sequence parallelism the residual stream and the norms' statistics hold rows()
+  // rows; the branches' inputs (the norms' gathered outputs) and scratch all N.
+  const int64_t N = ctx_.rows(), NC = static_cast<int64_t>(ctx_.NC());
+  const int64_t RC = static_cast<int64_t>(ctx_.rows_C());
+  if (ctx_.sp()) d_out_ = arena.shared("sp.full", NC, MemoryUse::workspace);
+  norm1_.allocate(arena);
+  norm2_.allocate(arena);
   d_branch_ = arena.shared("block.d_branch", NC, MemoryUse::workspace);
   d_norm_ = arena.shared("block.d_norm", NC, MemoryUse::workspace);
   branch_out_ = arena.shared("block.branch_out", NC, MemoryUse::workspace);
@@ -40,7 +46,7 @@ void TransformerBlock::allocate(ActivationArena& arena, int slots) {
     dropped.n1.out = mode == Recompute::full ? arena.shared("block.norm1", NC, use) : branch_out_;
     dropped.n1.mean = arena.shared("block.norm1.mean", N, use);
     dropped.n1.rstd = arena.shared("block.norm1.rstd", N, use);
-    dropped.res1 = arena.shared("block.res1", NC, use);
+    dropped.res1 = arena.shared("block.res1", RC, use);
     dropped.n2.out = d_norm_;
     dropped.n2.mean = arena.shared("block.norm2.mean", N, use);
     dropped.n2.rstd = arena.shared("block.norm2.rstd", N, use);
@@ -49,17 +55,17 @@ void TransformerBlock::allocate(ActivationArena& arena, int slots) {
     Acts a = dropped;
     if (mode == Recompute::none) {
       a.n1 = norm1_.take(arena, MemoryUse::activations);
-      a.res1 = arena.take(NC, MemoryUse::activations);
+      a.res1 = arena.take(RC, MemoryUse::activations);
       a.n2 = norm2_.take(arena, MemoryUse::activations);
     }
-    a.res2 = arena.take(NC, MemoryUse::activations);
+    a.res2 = arena.take(RC, MemoryUse::activations);
     acts_.push_back(a);
   }
 }
 
 void TransformerBlock::run_forward(Acts& a, int slot, const float* x, bool output) {
   auto& be = ctx_.be();
-  const size_t NC = ctx_.NC();
+  const size_t NC = ctx_.rows_C();
   norm1_.forward(a.n1, x);
   mixer_->forward(slot, a.n1.out, branch_out_);
   be.add(a.res1, x, branch_out_, NC);
@@ -87,7 +93,7 @@ void TransformerBlock::recompute(int slot, const float* x) {
       // The same calls on the same inputs as forward: the same bits. The mixer's output goes
       // to branch_out_ before norm1 reuses that buffer.
       mixer_->refill(slot, branch_out_);
-      ctx_.be().add(a.res1, x, branch_out_, ctx_.NC());
+      ctx_.be().add(a.res1, x, branch_out_, ctx_.rows_C());
       norm1_.forward(a.n1, x);
       norm2_.forward(a.n2, a.res1);
       ffn_->refill(slot, nullptr);
@@ -100,15 +106,22 @@ void TransformerBlock::recompute(int slot, const float* x) {
 
 void TransformerBlock::backward(int slot, const float* x, float* dres, const PieceReport& report) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
-  const size_t NC = ctx_.NC();
-  ffn_->backward(slot, a.n2.out, dres, d_branch_, report);
+  const size_t NC = ctx_.rows_C();
+  ffn_->backward(slot, a.n2.out, branch_grad(dres), d_branch_, report);
   norm2_.backward(d_norm_, d_branch_, a.res1, a.n2);
   report.ready(ffn_pieces_);
   ctx_.be().add_inplace(dres, d_norm_, NC);
-  mixer_->backward(slot, a.n1.out, dres, d_branch_, report.from(ffn_pieces_ + 1));
+  mixer_->backward(slot, a.n1.out, branch_grad(dres), d_branch_, report.from(ffn_pieces_ + 1));
   norm1_.backward(d_norm_, d_branch_, x, a.n1);
   report.ready(ffn_pieces_ + 1 + mixer_pieces_);
   ctx_.be().add_inplace(dres, d_norm_, NC);
+}
+
+const float* TransformerBlock::branch_grad(const float* dres) {
+  if (!ctx_.sp()) return dres;
+  // The backward of the reduce-scatter that ended the branch's forward.
+  ctx_.sp_gather(dres, d_out_);
+  return d_out_;
 }
 
 double TransformerBlock::macs_per_token(int seq_len) const {

@@ -12,6 +12,11 @@
 // first writes that buffer), and under selective norm1's in the branch output (the mixer
 // reads it before writing its output there; selective refills the mixer's output there
 // before norm1's).
+//
+// Sequence parallelism (model/model_context.h): x, res1, res2 and the norms' statistics
+// hold this rank's rows() rows; the norms all-gather their outputs for the branches, the
+// branches reduce-scatter theirs, and backward all-gathers d(output) for each branch into
+// the model's "sp.full" buffer ([N,C], workspace).
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +45,7 @@ class TransformerBlock final : public Block {
   void recompute(int slot, const float* x) override;
   void backward(int slot, const float* x, float* dres, const PieceReport& report) override;
   double macs_per_token(int seq_len) const override;
+  Branch* feed_forward() override { return ffn_.get(); }
 
  private:
   struct Acts {
@@ -51,6 +57,8 @@ class TransformerBlock final : public Block {
   // `output`: also write res2 (not when recomputing: it may still be on its way to the
   // next pipeline stage).
   void run_forward(Acts& a, int slot, const float* x, bool output);
+  // d(branch output) as the branch reads it: dres, or all of its rows gathered.
+  const float* branch_grad(const float* dres);
 
   const ModelContext& ctx_;
   Norm norm1_;
@@ -60,6 +68,7 @@ class TransformerBlock final : public Block {
   int ffn_pieces_, mixer_pieces_;  // gradient pieces of each branch
   std::vector<Acts> acts_;         // per slot
   float *branch_out_ = nullptr, *d_branch_ = nullptr, *d_norm_ = nullptr;
+  float* d_out_ = nullptr;  // sequence parallel: d(branch output) gathered [N,C]
 };
 
 }  // namespace trainctl::model

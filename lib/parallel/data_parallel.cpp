@@ -37,7 +37,12 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
   if (zero_stage_ == 0) {
     optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
   } else {
-    auto zero = std::make_unique<ZeroAdamW>(dp, gpt.params(), backend, optimizer, zero_stage_);
+    // Expert parallelism: the DP ranks differ in their experts, so ZeRO-1 shards over the
+    // expert-DP group, whose ranks hold the same parameters and (after GradSync's dp and
+    // edp sums) the same gradients. validate refuses ZeRO-2 there (its reduce-scatter
+    // would sum the dense gradients over edp only).
+    comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
+    auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }
@@ -74,13 +79,25 @@ double DataParallel::grad_norm() {
     return zero_ ? zero_->grad_norm() : optim::grad_norm(gpt_.params(), backend_);
   }
   double local = 0.0;
-  if (zero_) {
+  if (zero_ && norm_.expert_dp != nullptr) {
+    // ZeRO-1 over expert-DP: each edp group holds the whole (summed) buffer in shards;
+    // the dense part is counted in the first one only (ep rank 0), every group's experts.
+    const int ep = dp_.size() / norm_.expert_dp->size();
+    if (dp_.rank() % ep == 0) local = zero_->local_grad_sumsq(norm_.counted);
+    local += zero_->local_grad_sumsq(norm_.expert_counted);
+  } else if (zero_) {
     local = zero_->local_grad_sumsq(norm_.counted);
-  } else if (dp_.rank() == 0) {  // DP replicas hold the same summed gradient: count one
+  } else {
+    // DP replicas hold the same summed gradient: count one (of each expert block, the
+    // first DP rank holding it).
     const float* grads = gpt_.params().grads();
-    for (const auto& [b, e] : norm_.counted) {
-      local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
-    }
+    auto add = [&](const std::vector<FloatRange>& ranges) {
+      for (const auto& [b, e] : ranges) {
+        local += backend_.sum_squares(grads + b, static_cast<size_t>(e - b));
+      }
+    };
+    if (dp_.rank() == 0) add(norm_.counted);
+    if (norm_.expert_dp != nullptr && norm_.expert_dp->rank() == 0) add(norm_.expert_counted);
   }
   return std::sqrt(allsum_exact(*norm_.group, local));
 }
@@ -99,10 +116,12 @@ double DataParallel::replica_grad_norm() {
       world, local, [&](int rank) { return (rank / norm_.dp_stride) % dp_.size() == replica; }));
 }
 
-std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
+namespace {
+std::vector<FloatRange> counted_ranges(const model::ParameterSet& params,
+                                       bool (*take)(const model::Param&)) {
   std::vector<FloatRange> out;
   for (const model::Param& p : params.list()) {
-    if (p.tied_copy || (!p.shard.split() && p.shard.index != 0)) continue;
+    if (!take(p) || p.tied_copy || (!p.shard.split() && p.shard.index != 0)) continue;
     if (!out.empty() && out.back().second >= p.offset) {
       out.back().second = p.offset + p.numel;
     } else {
@@ -110,6 +129,16 @@ std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params) {
     }
   }
   return out;
+}
+}  // namespace
+
+std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params, bool skip_experts) {
+  if (!skip_experts) return counted_ranges(params, [](const model::Param&) { return true; });
+  return counted_ranges(params, [](const model::Param& p) { return !p.expert; });
+}
+
+std::vector<FloatRange> expert_counted_ranges(const model::ParameterSet& params) {
+  return counted_ranges(params, [](const model::Param& p) { return p.expert; });
 }
 
 double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale) {

@@ -43,12 +43,21 @@ struct NormScope {
   // World rank w belongs to DP replica (w / dp_stride) % dp (the rank map: dp_stride = tp).
   // dp_sync local_sgd/diloco sum each replica's norm over its own ranks only.
   int dp_stride = 1;
+  // Expert parallelism: the routed experts' ranges (ParamSpec::expert), counted by the
+  // first rank of `expert_dp` (the DP ranks holding the same experts); `counted` then
+  // leaves them out.
+  comm::Communicator* expert_dp = nullptr;
+  std::vector<FloatRange> expert_counted;
 };
 
 // The flat ranges of `params` this rank counts toward a model-parallel norm: split
 // tensors always, replicated ones on TP rank 0 only, the LM head's copy of the tied
-// embedding never. Adjacent ranges are merged.
-std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params);
+// embedding never. Adjacent ranges are merged. `skip_experts`: leave out the routed
+// experts' tensors (expert parallelism counts them with expert_counted_ranges).
+std::vector<FloatRange> norm_counted_ranges(const model::ParameterSet& params,
+                                            bool skip_experts = false);
+// The routed experts' tensors this rank counts toward the norm (same TP rule as above).
+std::vector<FloatRange> expert_counted_ranges(const model::ParameterSet& params);
 
 struct DataParallelOptions {
   // 0: replicated optimizer state; 1, 2: ZeRO (AdamW only); 3: parameters sharded too

@@ -52,6 +52,7 @@ class GradReducer {
   // allreduce, or the allgather of this rank's bf16 copy.
   size_t sent_bytes(size_t count) const;
   GradCommDType dtype() const { return dtype_; }
+  int comm_size() const { return comm_.size(); }
 
  private:
   void allreduce_bf16(float* data, size_t count);

@@ -25,7 +25,11 @@ GradSync::GradSync(comm::Communicator& dp, float* grads, std::vector<FloatRange>
       communicate_(dp.size() > 1),
       layers_pending_(buckets_.size()),
       layer_ready_(layers.size()),
-      reducer_(dp, options.dtype) {
+      reducer_(dp, options.dtype),
+      expert_ranges_(std::move(options.expert_ranges)) {
+  if (options.expert_dp != nullptr && !expert_ranges_.empty()) {
+    expert_reducer_ = std::make_unique<GradReducer>(*options.expert_dp, options.dtype);
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int l = buckets_[b].first_layer; l <= buckets_[b].last_layer; ++l) {
       bucket_of_layer_[static_cast<size_t>(l)] = static_cast<int>(b);
@@ -160,7 +164,7 @@ void GradSync::comm_loop() {
         if (compress_) {
           compressed = powersgd_->reduce_bucket(grads_, bucket);
         } else {
-          reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
+          reduce_bucket(bucket);
         }
       } catch (...) {
         error = std::current_exception();
@@ -177,12 +181,45 @@ void GradSync::comm_loop() {
   }
 }
 
+void GradSync::reduce_bucket(const Bucket& bucket) {
+  if (!expert_reducer_) {
+    reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
+    return;
+  }
+  // Walk the bucket: dense stretches over DP, expert stretches over expert-DP.
+  int64_t at = bucket.begin;
+  auto dense_until = [&](int64_t end) {
+    if (end > at) reducer_.allreduce_sum(grads_ + at, static_cast<size_t>(end - at));
+  };
+  for (const auto& [b, e] : expert_ranges_) {
+    if (e <= at || b >= bucket.end) continue;
+    const int64_t lo = std::max(b, at), hi = std::min(e, bucket.end);
+    dense_until(lo);
+    if (expert_reducer_->comm_size() > 1) {
+      expert_reducer_->allreduce_sum(grads_ + lo, static_cast<size_t>(hi - lo));
+    }
+    at = hi;
+  }
+  dense_until(bucket.end);
+}
+
 std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) { return gpt.grad_pieces(); }
 
 std::unique_ptr<GradSync> attach_grad_sync(model::Gpt& gpt, comm::Communicator& dp,
                                            const GradSyncOptions& options) {
   GradSyncOptions o = options;
   if (o.powersgd) o.matrices = gradient_matrices(gpt.params());
+  if (o.expert_dp != nullptr) {
+    // One range per run of consecutive expert tensors (the alignment gaps between them
+    // included), so a layer's experts travel in one call.
+    o.expert_ranges.clear();
+    bool previous = false;
+    for (const model::Param& p : gpt.params().list()) {
+      if (p.expert && previous) o.expert_ranges.back().second = p.offset + p.numel;
+      if (p.expert && !previous) o.expert_ranges.emplace_back(p.offset, p.offset + p.numel);
+      previous = p.expert;
+    }
+  }
   auto sync = std::make_unique<GradSync>(dp, gpt.params().grads(), backward_layer_ranges(gpt), o);
   GradSync* target = sync.get();
   // The model reports pieces by their index in grad_pieces(): the same list, same order.

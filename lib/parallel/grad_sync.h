@@ -44,6 +44,12 @@ struct GradSyncOptions {
   // PowerSGD's low-rank factors (parallel/powersgd.h), the rest of each bucket in fp32.
   std::optional<PowerSgdOptions> powersgd = std::nullopt;
   std::vector<GradMatrix> matrices = {};
+  // Expert parallelism: the flat ranges of the routed experts' gradients (ascending,
+  // disjoint) are summed over `expert_dp` (the DP ranks holding the same experts) instead of
+  // the DP group; the rest of each bucket over DP as usual. attach_grad_sync fills the
+  // ranges from the parameters (ParamSpec::expert) when expert_dp is set.
+  comm::Communicator* expert_dp = nullptr;
+  std::vector<FloatRange> expert_ranges = {};
 };
 
 class GradSync {
@@ -92,6 +98,9 @@ class GradSync {
  private:
   void comm_loop();
   void enqueue(int bucket);
+  // Sums one bucket: over DP, or, with expert ranges, its dense parts over DP and its
+  // expert parts over the expert-DP group.
+  void reduce_bucket(const Bucket& bucket);
 
   comm::Communicator& dp_;
   float* grads_;
@@ -108,6 +117,8 @@ class GradSync {
 
   // Communication thread only.
   GradReducer reducer_;
+  std::unique_ptr<GradReducer> expert_reducer_;  // over expert_dp, with expert ranges
+  std::vector<FloatRange> expert_ranges_;
   std::unique_ptr<PowerSgd> powersgd_;
   // Whether this step's buckets go through powersgd_ (false during its warm-up). Written
   // by the main thread when a syncing micro-batch begins, before its first bucket is

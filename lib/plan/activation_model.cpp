@@ -50,16 +50,16 @@ double layer_activation_bytes(const LayerShape& s, KeptSet kept) {
   const double tokens = s.seq * s.micro_batch / s.cp;  // this rank's (s·b)
   const double h = s.hidden;
   const double kv = s.kv_hidden > 0 ? s.kv_hidden : h;
-  double replicated = 0, split = 0;
+  double replicated = 0, gathered = 0, split = 0;
   auto add = [&](double& part, Role role, double bytes) {
     if (is_kept(s, kept, role)) part += bytes;
   };
   // Outside attention and MLP: the same on every TP rank unless sequence parallelism
   // shards it.
   add(replicated, Role::input, b * tokens * h);      // first norm's input
-  add(replicated, Role::pointwise, b * tokens * h);  // its output: q/k/v projections' input
+  add(gathered, Role::pointwise, b * tokens * h);    // its output: q/k/v projections' input
   add(replicated, Role::pointwise, b * tokens * h);  // post-attention residual: 2nd norm's in
-  add(replicated, Role::pointwise, b * tokens * h);  // its output: the MLP's input
+  add(gathered, Role::pointwise, b * tokens * h);    // its output: the MLP's input
   if (s.dropout) {
     add(replicated, Role::kept, 2 * tokens * h);  // 1-byte masks after attention and MLP
   }
@@ -76,7 +76,8 @@ double layer_activation_bytes(const LayerShape& s, KeptSet kept) {
   // MLP, split over TP by its width.
   add(split, Role::kept, (s.gated_mlp ? 2 : 1) * b * tokens * s.ffn);  // pre-activation(s)
   add(split, Role::pointwise, b * tokens * s.ffn);  // GELU output / SwiGLU product: down's in
-  return replicated / (s.sequence_parallel ? s.tp : 1) + split / s.tp;
+  const double sp = s.sequence_parallel ? s.tp : 1;
+  return replicated / sp + gathered / (s.sp_keeps_gathered ? 1 : sp) + split / s.tp;
 }
 
 KeptSet parse_kept_set(const std::string& name) {

@@ -34,10 +34,13 @@ struct LayerShape {
                                     // instead of the pointwise outputs (trainctl)
   double activation_bytes = 2;      // stored width of activations (bf16: 2, fp32: 4)
   int tp = 1;
-  // Extension points for splits trainctl does not run yet (no job-spec key): sequence
-  // parallelism shards the replicated part (norms, residuals, dropout masks) over tp;
-  // context parallelism shards the sequence over cp ranks.
+  // Sequence parallelism (parallel.sequence_parallel) shards the replicated part (norms,
+  // residuals, dropout masks) over tp. Megatron keeps the norms' outputs sharded too and
+  // all-gathers them again in backward; trainctl keeps them all-gathered, as tensor
+  // parallelism does (`sp_keeps_gathered`), so its backward moves no extra bytes.
+  // Context parallelism (no job-spec key yet) shards the sequence over cp ranks.
   bool sequence_parallel = false;
+  bool sp_keeps_gathered = false;
   int cp = 1;
 };
 

@@ -23,6 +23,12 @@ double ring_allreduce_seconds(double bytes, int ranks, const LinkTier& link) {
   return ring_steps(bytes, ranks, 2, link);
 }
 
+double alltoall_seconds(double bytes, int ranks, const LinkTier& link) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const double n = ranks;
+  return (n - 1) * (link.latency_us * 1e-6 + bytes / (n * link.bandwidth_gbs * 1e9));
+}
+
 double p2p_seconds(double bytes, const LinkTier& link) {
   if (bytes <= 0) return 0;
   return link.latency_us * 1e-6 + bytes / (link.bandwidth_gbs * 1e9);

@@ -13,5 +13,8 @@ double ring_allgather_seconds(double bytes, int ranks, const LinkTier& link);
 double ring_allreduce_seconds(double bytes, int ranks, const LinkTier& link);
 // One message from one rank to another: alpha + bytes / bw.
 double p2p_seconds(double bytes, const LinkTier& link);
+// All-to-all of `bytes` per rank spread evenly over the group (pairwise exchange): each
+// rank sends bytes/n to each of the n-1 others, (n-1) * (alpha + bytes / (n * bw)).
+double alltoall_seconds(double bytes, int ranks, const LinkTier& link);
 
 }  // namespace trainctl::plan

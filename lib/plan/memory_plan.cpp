@@ -35,14 +35,19 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   }
   model::GptOptions options;
   options.shard = model::GptShardSpec::of(
-      config, spec.model.seq_len, par.pp, stage, par.virtual_stages, par.tp, 0,
+      config, spec.model.seq_len, par.pp, stage, par.virtual_stages, par.tp, 0, stage_split_of(par),
       parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
+  options.shard.ep_size = par.ep;  // each rank's 1/ep of the routed experts and their rows
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
+  // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
+  // ring's K/V blocks (model/ring_attention.h, counted as workspace).
+  options.cp = model::ContextChunks::of(par.cp, 0, spec.model.seq_len);
+  options.sequence_parallel = par.sequence_parallel;
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
-                                 spec.model.seq_len);
+                                 spec.model.seq_len / par.cp);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -53,8 +58,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const auto params = static_cast<double>(g.params);
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
-  const int zero = par.dp > 1 ? par.zero : 0;  // as data_parallel_options
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, par.dp);
+  // ZeRO shards over the ranks holding the same parameters: the gradient group dp x cp, or
+  // dp / ep for experts split over ep ranks (cp and ep are never both above 1).
+  const int dp_cp = par.dp * par.cp;
+  const int zero = dp_cp > 1 ? par.zero : 0;  // as data_parallel_options
+  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp / par.ep);
   const auto shard_floats = static_cast<double>(shard.shard_size);
   if (spec.optimizer.type == "adamw") {
     b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
@@ -70,14 +78,17 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
     // gather and two gradient buffers of the largest unit (with their reduced shards).
     const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
-        parallel::zero3_units(model::gpt_param_specs(config, options.shard), par.dp));
+        parallel::zero3_units(model::gpt_param_specs(config, options.shard), dp_cp));
     b.parameters = static_cast<double>(z.shard) * kFloat;
     b.gradients = b.parameters;
     b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
     b.communication = static_cast<double>(z.transient) * kFloat;
   }
-  const double boundary =
-      static_cast<double>(spec.training.micro_batch_size) * spec.model.seq_len * spec.model.d_model;
+  // Gpt::boundary_floats: this rank's seq_len / cp tokens, 1/tp of them under sequence
+  // parallelism.
+  const double boundary = static_cast<double>(spec.training.micro_batch_size) *
+                          (spec.model.seq_len / par.cp) * spec.model.d_model /
+                          (par.sequence_parallel ? par.tp : 1);
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
@@ -86,6 +97,13 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
       parallel::weight_grads_held(program) *
       static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens)) * kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
+  if (config.moe.enabled()) {
+    b.experts_per_layer = config.moe.num_experts / par.ep;
+    for (const model::ParamSpec& p : model::gpt_param_specs(config, options.shard)) {
+      if (p.expert)
+        b.expert_parameters += static_cast<double>(numel_of(p.shard.local_shape())) * kFloat;
+    }
+  }
   return b;
 }
 
@@ -99,7 +117,11 @@ std::string mib(double bytes) {
 std::string ranks_of_stage(const Layout& layout, int stage) {
   std::vector<int> ranks;
   for (int dp = 0; dp < layout.dp; ++dp) {
-    for (int tp = 0; tp < layout.tp; ++tp) ranks.push_back(comm::rank_of(layout, {dp, tp, stage}));
+    for (int cp = 0; cp < layout.cp; ++cp) {
+      for (int tp = 0; tp < layout.tp; ++tp) {
+        ranks.push_back(comm::rank_of(layout, {dp, tp, stage, cp}));
+      }
+    }
   }
   std::sort(ranks.begin(), ranks.end());
   if (ranks.size() > 1 && ranks.back() - ranks.front() + 1 == static_cast<int>(ranks.size())) {
@@ -159,6 +181,18 @@ std::string format_memory_plan(const config::JobSpec& spec,
                 mib(b.activations) + " (" + std::to_string(b.activation_slots) + " mb)",
                 mib(b.communication), mib(b.workspace), mib(b.total())});
   }
+  if (config.moe.enabled()) {
+    // Expert memory per rank: with parallel.ep each rank holds 1/ep of the routed experts.
+    out += "experts per rank (ep " + std::to_string(spec.parallel.ep) + ", " +
+           std::to_string(config.moe.num_experts) + " routed experts per MoE layer):\n";
+    for (const MemoryBreakdown& b : plan) {
+      const double state = spec.optimizer.type == "adamw" ? 2 : 1;
+      out += "  stage " + std::to_string(b.stage) + ": " + std::to_string(b.experts_per_layer) +
+             " experts per MoE layer, " + mib(b.expert_parameters) + " MiB weights + " +
+             mib(b.expert_parameters) + " grads + " + mib(state * b.expert_parameters) +
+             " optimizer = " + mib((2 + state) * b.expert_parameters) + " MiB\n";
+    }
+  }
   return out;
 }
 
@@ -178,6 +212,7 @@ std::string memory_plan_json(const config::JobSpec& spec,
     j["activations"] = b.activations / kMiB;
     j["communication"] = b.communication / kMiB;
     j["workspace"] = b.workspace / kMiB;
+    j["expert_parameters"] = b.expert_parameters / kMiB;
     j["total"] = b.total() / kMiB;
     ranks.push_back(std::move(j));
   }
@@ -200,7 +235,7 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     s.training.activation_checkpointing = mode;
     consider(std::string("training.activation_checkpointing: ") + mode, s);
   }
-  if (spec.parallel.dp > 1 && spec.optimizer.type == "adamw") {
+  if (spec.parallel.dp * spec.parallel.cp > 1 && spec.optimizer.type == "adamw") {
     const int most = spec.device == Device::cuda ? 2 : 3;  // ZeRO-3 runs on the CPU only
     for (int zero = spec.parallel.zero + 1; zero <= most; ++zero) {
       config::JobSpec s = spec;
@@ -219,6 +254,18 @@ std::vector<FitOption> fit_options(const config::JobSpec& spec, double limit_byt
     config::JobSpec s = spec;
     s.parallel.pp *= 2;
     consider("parallel.pp: " + std::to_string(s.parallel.pp) + " (" +
+                 std::to_string(s.world_size()) + " workers)",
+             s);
+  }
+  // Context parallelism splits each sequence: activations fall by about 1 / cp. Offered
+  // where validate would take it (config/validate_context_parallel.cpp).
+  if (spec.device == Device::cpu && !spec.model.moe.enabled() &&
+      spec.parallel.mode == "data_parallel" && spec.parallel.dp_sync == "allreduce" &&
+      spec.parallel.grad_compression != "powersgd" &&
+      spec.model.seq_len % (4 * spec.parallel.cp) == 0) {
+    config::JobSpec s = spec;
+    s.parallel.cp *= 2;
+    consider("parallel.cp: " + std::to_string(s.parallel.cp) + " (" +
                  std::to_string(s.world_size()) + " workers)",
              s);
   }

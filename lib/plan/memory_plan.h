@@ -33,6 +33,10 @@ struct MemoryBreakdown {
   double communication = 0;  // ZeRO allgather staging (ZeRO-3: the transient block buffers),
                              // pipeline gradient staging
   double workspace = 0;      // backward and loss scratch shared by every block
+  // Of `parameters`: the routed experts this rank holds (MoE; 1/ep of them with parallel.ep),
+  // in bytes of fp32 weights (their gradients and AdamW moments take as much again each).
+  double expert_parameters = 0;
+  int experts_per_layer = 0;  // routed experts per MoE layer on this rank (0: no MoE)
   double total() const {
     return parameters + gradients + master + optimizer + activations + communication + workspace;
   }

@@ -36,8 +36,10 @@ LayerShape layer_shape_of(const config::JobSpec& spec, double activation_bytes) 
   s.gated_mlp = m.is_llama();
   s.activation_bytes = activation_bytes;
   s.tp = spec.parallel.tp;
-  // Sequence and context parallelism: no job-spec key yet; when they exist, set
-  // s.sequence_parallel and s.cp here (the activation model already divides by them).
+  s.sequence_parallel = spec.parallel.sequence_parallel;
+  s.sp_keeps_gathered = true;  // model/norm.h: the norms' outputs are kept all-gathered
+  // Context parallelism: no job-spec key yet; when it exists, set s.cp here (the activation
+  // model already divides by it).
   return s;
 }
 
@@ -107,7 +109,7 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
     model::check_tp_divisible(config, par.tp);
     shard = model::GptShardSpec::of(
         config, spec.model.seq_len, par.pp, stage, par.virtual_stages, par.tp, 0,
-        parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
+        stage_split_of(par), parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
     params = rank_parameters(config, shard);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
@@ -139,9 +141,11 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
   const double per_layer = layer_activation_bytes(shape, kept);
   const double tokens = shape.seq * shape.micro_batch / shape.cp;
   const double hidden_row = act * tokens * shape.hidden;  // one [s·b, h] tensor
+  // Sequence parallelism: the residual stream between layers and stages holds 1/tp of it.
+  const double stream_row = hidden_row / (shape.sequence_parallel ? shape.tp : 1);
   std::vector<double> chunk_bytes;
   for (const model::LayerRange& r : shard.chunks) chunk_bytes.push_back(r.size() * per_layer);
-  if (shard.head) chunk_bytes.back() += 2 * hidden_row;  // final norm's input and output
+  if (shard.head) chunk_bytes.back() += stream_row + hidden_row;  // final norm's in and out
   int pairs = 1;
   b.activations = peak_in_flight_bytes(program, chunk_bytes, &pairs);
   b.activation_slots = pairs;
@@ -154,11 +158,13 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
   // The CPU executor instead keeps one staging buffer per gradient sent in a step
   // (parallel::grad_staging_buffers: 2 x 32 for Llama 3 405B's interleaved stage, 16 GB);
   // the GPU layout needs it bounded like this.
-  if (par.pp > 1) b.communication += 4 * hidden_row;
+  if (par.pp > 1) b.communication += 4 * stream_row;
 
   // Workspace: the loss's logits, and the gradients of one layer's widest tensors.
   const double mlp_in = (shape.gated_mlp ? 2 : 1) * shape.ffn;
   b.workspace = act * tokens * (mlp_in + shape.hidden) / shape.tp;
+  // Sequence parallelism: one all-gathered [s·b, h] (d(branch output)) and a row scratch.
+  if (shape.sequence_parallel) b.workspace += hidden_row + stream_row;
   if (shard.head) {
     b.workspace += (act + kFp32) * tokens * spec.model.vocab_size / shape.tp;
   }

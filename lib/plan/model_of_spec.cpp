@@ -25,11 +25,16 @@ model::ModelConfig model_config_of(const config::ModelSpec& m) {
     c.moe.shared_experts = e.shared_experts;
     c.moe.score = e.score == "sigmoid" ? model::MoeScore::sigmoid : model::MoeScore::softmax;
     c.moe.aux_loss_coef = e.balance == "aux_loss" ? static_cast<float>(e.aux_loss_coef) : 0.0f;
+    c.moe.bias_update_rate = e.balance == "bias" ? static_cast<float>(e.bias_update_rate) : 0.0f;
     c.moe.capacity_factor = static_cast<float>(e.capacity_factor);
     c.moe.layers_every = e.layers_every;
     c.moe.layers_from = e.layers_from;
   }
   return c;
+}
+
+model::StageSplit stage_split_of(const config::ParallelSpec& p) {
+  return {.equal = p.stage_balance == "equal", .layers = p.layers_per_stage};
 }
 
 }  // namespace trainctl::plan

@@ -9,4 +9,7 @@ namespace trainctl::plan {
 
 model::ModelConfig model_config_of(const config::ModelSpec& m);
 
+// parallel.stage_balance / layers_per_stage as the model's partition takes them.
+model::StageSplit stage_split_of(const config::ParallelSpec& p);
+
 }  // namespace trainctl::plan

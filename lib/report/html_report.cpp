@@ -101,6 +101,7 @@ class Page {
     h += "<h2>Throughput</h2><div class=\"grid-2\">" + throughput_plots() + "</div>\n";
     h += breakdown();
     h += memory_and_scale();
+    h += moe_plots();
     h += rank_maps();
     h += gantts();
     h += notes();
@@ -244,6 +245,39 @@ class Page {
     return out.empty()
                ? ""
                : "<h2>Memory, loss scale, optimizer</h2><div class=\"grid-2\">" + out + "</div>\n";
+  }
+
+  // Mixture-of-experts runs: each MoE layer's load imbalance, and each expert's share of
+  // its layer's routed tokens over the steps (metrics.jsonl's moe_* keys).
+  std::string moe_plots() const {
+    std::string out;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      const auto& columns = runs_[i].metrics.columns;
+      std::vector<Series> imbalance;
+      std::string per_layer;
+      for (const auto& [key, column] : columns) {
+        const std::string prefix = "moe_load_imbalance/";
+        if (key.compare(0, prefix.size(), prefix) != 0) continue;
+        const std::string layer = key.substr(prefix.size());
+        imbalance.push_back(key_series(i, key, "layer " + layer, false, imbalance.size()));
+        std::vector<Series> load;
+        for (size_t e = 0; columns.count("moe_expert_load/" + layer + "/" + std::to_string(e));
+             ++e) {
+          load.push_back(key_series(i, "moe_expert_load/" + layer + "/" + std::to_string(e),
+                                    "expert " + std::to_string(e), false, e));
+        }
+        per_layer += plot(load, run_label(i, "expert load, layer " + layer),
+                          "share of the layer's routed tokens");
+      }
+      if (imbalance.empty()) continue;
+      out += plot(imbalance, run_label(i, "MoE load imbalance"), "max tokens per expert / mean");
+      std::vector<Series> other;
+      other.push_back(key_series(i, "moe_aux_loss", "aux loss", false, 0));
+      other.push_back(key_series(i, "moe_dropped_fraction", "dropped fraction", false, 1));
+      out += plot(other, run_label(i, "MoE aux loss and dropped tokens"), "value") + per_layer;
+    }
+    return out.empty() ? ""
+                       : "<h2>Mixture of experts</h2><div class=\"grid-2\">" + out + "</div>\n";
   }
 
   std::string rank_maps() const {

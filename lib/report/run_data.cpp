@@ -40,7 +40,12 @@ void append_row(MetricsTable& t, const nlohmann::json& j, size_t expected_rows) 
       put(key, value.get<bool>() ? 1.0 : 0.0);
     } else if (value.is_array()) {
       for (size_t i = 0; i < value.size(); ++i) {
-        if (value[i].is_number()) put(key + "/" + std::to_string(i), value[i].get<double>());
+        const std::string at = key + "/" + std::to_string(i);
+        if (value[i].is_number()) put(at, value[i].get<double>());
+        if (!value[i].is_array()) continue;  // a list of lists (moe_expert_load): "key/i/k"
+        for (size_t k = 0; k < value[i].size(); ++k) {
+          if (value[i][k].is_number()) put(at + "/" + std::to_string(k), value[i][k].get<double>());
+        }
       }
     }
   }

@@ -18,7 +18,8 @@ namespace trainctl::report {
 // metrics.jsonl as columns: row i is the i-th logged step, in ascending step order.
 struct MetricsTable {
   std::vector<int64_t> steps;
-  // Every number of the lines (booleans as 0/1, lists as "key/i"), one per row: NaN where
+  // Every number of the lines (booleans as 0/1, lists as "key/i", lists of lists as
+  // "key/i/k"), one per row: NaN where
   // that row's line lacks the key.
   std::map<std::string, std::vector<double>> columns;
 

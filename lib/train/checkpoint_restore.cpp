@@ -2,14 +2,19 @@
 // checkpoint, every rank reads its own slices of the parameters and optimizer state, and
 // the data stream, loss scale and dp_sync state continue from it. The saving side is
 // train/checkpointing.cpp.
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "checkpoint/commit.h"
+#include "checkpoint/hf_import.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/shard_writer.h"
+#include "model/moe/moe_ffn.h"
+#include "train/blend_progress.h"
 #include "train/checkpointing.h"
 #include "train/dp_sync_state.h"
 #include "train/resume_choice.h"
@@ -55,16 +60,44 @@ int64_t choose_on_rank0(const Engine& e, const fs::path& dir, const std::string&
   return -1;
 }
 
+// Fills `out` with the slice `shard` of parameter `name` (a checkpoint's or an imported model's).
+using SliceReader =
+    std::function<void(const std::string& name, const model::TensorShard& shard, float* out)>;
+
 // The parameters, into the model's buffer (ZeRO-3: the whole parameters into host memory,
 // of which this rank keeps its shard).
-void read_parameters(Engine& e, checkpoint::CheckpointReader& reader) {
+void read_parameters(Engine& e, const SliceReader& read_slice) {
   model::ParameterSet& params = e.gpt.params();
   parallel::Zero3Params* zero3 = e.data_parallel.zero3();
   std::vector<float> whole(zero3 ? static_cast<size_t>(params.total()) : 0, 0.0f);
   for (const model::Param& p : params.list()) {
-    reader.read_slice(p.name, p.shard, (zero3 ? whole.data() : params.data()) + p.offset);
+    read_slice(p.name, p.shard, (zero3 ? whole.data() : params.data()) + p.offset);
   }
   if (zero3) zero3->load_flat(whole.data());
+}
+
+// balance: bias: each MoE layer's expert bias. (A checkpoint of another balance mode has
+// none, but resuming refuses a model config that differs; should one lack it, it stays 0.)
+void read_expert_biases(Engine& e, checkpoint::CheckpointReader& reader) {
+  for (const model::MoeLayer& l : e.gpt.moe_layers()) {
+    std::vector<float>& bias = l.ffn->expert_bias();
+    if (bias.empty() || !reader.contains(l.ffn->expert_bias_name())) continue;
+    model::TensorShard whole;
+    whole.global_shape = {static_cast<int64_t>(bias.size())};
+    reader.read_slice(l.ffn->expert_bias_name(), whole, bias.data());
+  }
+}
+
+// model.init_from, when no checkpoint was chosen (a run's own checkpoint wins, so a restart
+// resumes rather than starting over): the parameters from a Hugging Face folder, each rank
+// copying only its own slices. The optimizer starts fresh, the data stream from sample 0.
+void import_parameters(Engine& e, const fs::path& folder_path, const Say& say) {
+  checkpoint::HfModelFolder folder(folder_path, e.gpt.config());
+  folder.check();
+  read_parameters(e, [&](const std::string& name, const model::TensorShard& shard, float* out) {
+    folder.read_slice(name, shard, out);
+  });
+  if (say) say("initialised the parameters from " + folder_path.string() + " (model.init_from)");
 }
 
 // Every state buffer the optimizer keeps, laid out like the parameters; InputError when
@@ -72,6 +105,12 @@ void read_parameters(Engine& e, checkpoint::CheckpointReader& reader) {
 void read_optimizer_state(Engine& e, checkpoint::CheckpointReader& reader, const fs::path& chosen) {
   const model::ParameterSet& params = e.gpt.params();
   optim::Optimizer& opt = e.data_parallel.optimizer();
+  // An imported checkpoint (step 0, `ckpt import`) holds no optimizer state: it starts fresh.
+  const std::vector<std::string>& names = reader.tensor_names();
+  if (reader.metadata().step == 0 &&
+      std::none_of(names.begin(), names.end(), checkpoint::is_optimizer_tensor)) {
+    return;
+  }
   optim::OptimizerState state;
   state.step = reader.metadata().optimizer_step;
   state.names = opt.state_names();
@@ -107,6 +146,8 @@ void continue_data_stream(Engine& e, const checkpoint::CheckpointMetadata& meta,
                           const Say& say) {
   e.layout.first_step = step;
   e.layout.first_sample = meta.data.samples_consumed;
+  const std::string blend_note = continue_blend(e, meta);
+  if (say && !blend_note.empty()) say(blend_note);
   const int64_t old_batch = meta.extra.value("global_batch_size", e.layout.global_batch());
   if (say && old_batch != e.layout.global_batch()) {
     say("global batch changed from " + std::to_string(old_batch) + " to " +
@@ -171,10 +212,19 @@ int64_t Checkpointer::choose(const std::string& resume, fs::path& chosen) {
 int64_t Checkpointer::load(const std::string& resume) {
   fs::path chosen;
   const int64_t step = choose(resume, chosen);
-  if (step < 0) return 0;
+  if (step < 0) {
+    const fs::path& init_from = e_.options.model.init_from;
+    if (!init_from.empty()) {
+      import_parameters(e_, init_from, e_.groups.world->rank() == 0 ? say_ : Say());
+    }
+    return 0;
+  }
   checkpoint::CheckpointReader reader(chosen);
   reader.set_verify_on_read(false);  // rank 0 verified every file
-  read_parameters(e_, reader);
+  read_parameters(e_, [&](const std::string& name, const model::TensorShard& shard, float* out) {
+    reader.read_slice(name, shard, out);
+  });
+  read_expert_biases(e_, reader);
   read_optimizer_state(e_, reader, chosen);
   restore_dp_sync_state(e_, reader, say_);
   const checkpoint::CheckpointMetadata& meta = reader.metadata();

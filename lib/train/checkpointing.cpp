@@ -11,6 +11,8 @@
 #include "checkpoint/commit.h"
 #include "checkpoint/errors.h"
 #include "checkpoint/shard_writer.h"
+#include "model/moe/moe_ffn.h"
+#include "train/blend_progress.h"
 #include "train/dp_sync_state.h"
 #include "util/error.h"
 
@@ -85,13 +87,30 @@ void Checkpointer::save(int64_t step, bool async) {
     snap->shards.push_back(p.shard);
     snap->values.emplace_back(base + p.offset, base + p.offset + p.numel);
   };
-  if (e_.groups.coord.dp == 0) {
-    for (const model::Param& p : params.list()) {
-      if (!writes_param(p)) continue;
-      add(p.name, p, gathered.empty() ? params.data() : gathered.data());
-      for (size_t k = 0; k < opt.names.size(); ++k) {
-        add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
-      }
+  // DP replica 0 writes (CP rank 0 of it: CP ranks hold the same parameters); with expert
+  // parallelism each block of routed experts is written by
+  // the first DP rank holding it (dp rank < ep), under the experts' global indices.
+  const int dp_rank = e_.groups.coord.dp;
+  for (const model::Param& p : params.list()) {
+    if (!writes_param(p) || e_.groups.coord.cp != 0 ||
+        (p.expert ? dp_rank >= e_.groups.layout.ep : dp_rank != 0))
+      continue;
+    add(p.name, p, gathered.empty() ? params.data() : gathered.data());
+    for (size_t k = 0; k < opt.names.size(); ++k) {
+      add(checkpoint::optimizer_tensor_name(opt.names[k], p.name), p, opt.buffers[k].data());
+    }
+  }
+  // balance: bias: each MoE layer's expert bias, a buffer the same on every rank of its
+  // stage (one copy: DP replica 0, TP rank 0).
+  if (e_.groups.coord.dp == 0 && e_.groups.coord.tp == 0) {
+    for (const model::MoeLayer& l : e_.gpt.moe_layers()) {
+      const std::vector<float>& bias = l.ffn->expert_bias();
+      if (bias.empty()) continue;
+      snap->names.push_back(l.ffn->expert_bias_name());
+      model::TensorShard whole;
+      whole.global_shape = {static_cast<int64_t>(bias.size())};
+      snap->shards.push_back(whole);
+      snap->values.push_back(bias);
     }
   }
   // dp_sync local_sgd / diloco: each replica's own state and DiLoCo's outer state.
@@ -175,6 +194,7 @@ void Checkpointer::commit(int64_t step) {
   m.model = e_.gpt.config();
   m.data.next_step = step;
   m.data.samples_consumed = e_.layout.samples_before(step);
+  m.data.sources = source_positions(e_, step);
   m.optimizer_step = snapshot_ ? snapshot_->optimizer_step : 0;
   // The sampler is a pure function of (seed, step, position): the step is the whole
   // random state of the data stream; nothing else in training draws random numbers.
@@ -187,6 +207,7 @@ void Checkpointer::commit(int64_t step) {
   m.producer = "trainctl " TRAINCTL_VERSION;
   m.files = checkpoint::collect_shard_records(tmp_, e_.groups.world->size());
   checkpoint::write_metadata(tmp_, m);
+  write_data_sources(e_, dir_.parent_path(), step);
   const fs::path final_dir =
       checkpoint::commit_checkpoint(tmp_, dir_, step, e_.options.checkpoint.keep_last);
   uint64_t bytes = 0;

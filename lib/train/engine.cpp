@@ -1,5 +1,6 @@
 #include "train/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -18,7 +19,7 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
       groups(g),
       backend(std::move(be)),
       program(stage_program(o.parallel, g)),
-      gpt(o.model.config, *backend, o.model.micro_batch_size, o.model.seq_len,
+      gpt(o.model.config, *backend, o.model.micro_batch_size, local_seq_len(o),
           model_options(o, g, program)),
       dataset(data::make_dataset(o.data)),
       layout(batch_layout(o, g)),
@@ -27,8 +28,10 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
                   : nullptr),
       data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, o.optimizer.update,
                     data_parallel_options(o.parallel, g, gpt)),
+      moe(gpt, solo_dp ? *solo_dp : *g.dp, layout.global_batch()),
       schedule(o.optimizer.lr),
-      grad_scale(1.0f / static_cast<float>(tokens_per_step())) {
+      grad_scale(1.0f / static_cast<float>(tokens_per_step())),
+      cp_chunks(context_chunks(o, g)) {
   if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
     zero3->init_weights(o.seed);  // unit by unit: never the whole model on one rank
     zero3->refresh();
@@ -39,6 +42,16 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
   if (!program.empty())
     pipeline.emplace(gpt, *g.pp, program, layout.grad_accum,
                      parallel::chunk_order(o.parallel.schedule));
+}
+
+const int32_t* Engine::local_rows(const int32_t* full, std::vector<int32_t>& buffer, int m) {
+  if (!cp_chunks.active()) return full;
+  const size_t rows = static_cast<size_t>(layout.micro_batch) * cp_chunks.local_len();
+  // Sized once for the step's micro-batches: pointers handed out stay valid all step.
+  if (buffer.empty()) buffer.resize(rows * static_cast<size_t>(std::max(1, layout.grad_accum)));
+  int32_t* local = buffer.data() + rows * static_cast<size_t>(m);
+  cp_chunks.take_local(full, layout.micro_batch, layout.seq_len, local);
+  return local;
 }
 
 void Engine::set_trace(observe::TraceRecorder* recorder) {
@@ -52,6 +65,7 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
                                             float dloss) {
   const auto compute_start = std::chrono::steady_clock::now();
   gpt.params().zero_grads();
+  moe.begin_step();
   data_parallel.begin_step(step);
   Gradients g;
   if (!pipeline) {
@@ -62,15 +76,17 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
       mb.micro_batch = m;
       observe::TraceScope scope(trace, "micro_batch", "compute", mb);
       int64_t n = 0;
-      g.loss_sum += gpt.forward_backward(batch.micro_tokens(layout, m),
-                                         batch.micro_targets(layout, m), dloss, &n);
+      g.loss_sum +=
+          gpt.forward_backward(local_rows(batch.micro_tokens(layout, m), cp_tokens),
+                               local_rows(batch.micro_targets(layout, m), cp_targets), dloss, &n);
       g.loss_count += n;
     }
   } else {
     const parallel::PipelineStepResult r = pipeline->run_step(
         [&](int m) {
-          return parallel::MicroBatchData{batch.micro_tokens(layout, m),
-                                          batch.micro_targets(layout, m)};
+          return parallel::MicroBatchData{
+              local_rows(batch.micro_tokens(layout, m), cp_tokens, m),
+              local_rows(batch.micro_targets(layout, m), cp_targets, m)};
         },
         dloss, [&] { data_parallel.begin_micro_batch(true); });
     parallel::exchange_tied_embedding_grad(gpt, *groups.pp, true, data_parallel.zero3());
@@ -127,6 +143,7 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
     out.loss_scale = loss_scale;
     if (!loss_scaler->update(std::isfinite(out.grad_norm))) {
       out.skipped = true;
+      moe.finish_step(false);
       return out;
     }
     out.grad_norm /= loss_scale;
@@ -150,27 +167,33 @@ StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
   data_parallel.clip_grad_norm(out.grad_norm, options.optimizer.grad_clip, unscale);
   data_parallel.step(out.lr);
   data_parallel.after_update(step + 1, step + 1 == options.training.steps);
+  moe.finish_step(true);
   return out;
 }
 
-double Engine::evaluate(bool alone) {
+double Engine::evaluate(bool alone, const data::Dataset* data) {
   std::vector<int32_t> tokens, targets;
   double sum = 0.0;
   int64_t count = 0;
-  // Under ZeRO-3 every forward pass gathers parameters over DP: all replicas run the same
-  // number of them, the ones past the last batch on a batch whose loss is not counted.
+  // Under ZeRO-3 every forward pass gathers parameters over DP, and with expert parallelism
+  // it exchanges tokens over the ep group: all replicas run the same number of them, the
+  // ones past the last batch on a batch whose loss is not counted.
   const int batches = options.training.eval_batches;
-  const int rounds = data_parallel.zero3() ? (batches + layout.dp - 1) / layout.dp : 0;
+  const bool lockstep = data_parallel.zero3() != nullptr || groups.ep != nullptr;
+  const int rounds = lockstep ? (batches + layout.dp - 1) / layout.dp : 0;
   const int first = alone ? 0 : layout.dp_rank, stride = alone ? 1 : layout.dp;
   for (int b = first; b < batches || b < rounds * layout.dp; b += stride) {
     const bool counted = b < batches;
-    data::fill_eval_batch(*dataset, layout, counted ? b : b % batches, tokens, targets);
+    data::fill_eval_batch(data ? *data : *dataset, layout, counted ? b : b % batches, tokens,
+                          targets);
     if (pipeline) {
-      const parallel::PipelineStepResult r = pipeline->run_forward({tokens.data(), targets.data()});
+      const parallel::PipelineStepResult r = pipeline->run_forward(
+          {local_rows(tokens.data(), cp_tokens), local_rows(targets.data(), cp_targets)});
       if (counted) sum += r.loss_sum, count += r.loss_count;
     } else {
       int64_t n = 0;
-      const double s = gpt.forward_loss(tokens.data(), targets.data(), &n);
+      const double s = gpt.forward_loss(local_rows(tokens.data(), cp_tokens),
+                                        local_rows(targets.data(), cp_targets), &n);
       if (counted) sum += s, count += n;
     }
   }

@@ -21,6 +21,7 @@
 #include "optim/lr_schedule.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline_executor.h"
+#include "train/moe_balance.h"
 #include "train/run_options.h"
 
 namespace trainctl::train {
@@ -68,7 +69,8 @@ struct Engine {
   // Mean validation loss over eval_batches batches, split round-robin over DP replicas
   // (collective over the world). `alone`: every batch on this rank, no communication (a
   // parameter-server worker, which holds the whole model; not with pp/tp > 1 or ZeRO-3).
-  double evaluate(bool alone = false);
+  // `data`: another dataset's validation split (a blend's source), else the run's.
+  double evaluate(bool alone = false, const data::Dataset* data = nullptr);
 
   int64_t tokens_per_step() const { return layout.global_batch() * layout.seq_len; }
   // This rank's loss sums are the ones reported (the head stage's TP rank 0).
@@ -94,6 +96,8 @@ struct Engine {
   std::unique_ptr<comm::Communicator> solo_dp;
   parallel::DataParallel data_parallel;
   std::optional<parallel::PipelineExecutor> pipeline;
+  // Mixture-of-experts layers: the step's routing statistics, the expert bias's update.
+  MoeBalance moe;
   optim::LrSchedule schedule;
   // With precision.compute: fp16 (else empty): multiplies the loss gradient, skips steps
   // whose gradients overflow.
@@ -104,6 +108,13 @@ struct Engine {
   // Each token's loss enters the step's mean with this weight; DP ranks' gradients are
   // then summed, so the result equals one worker processing the whole global batch.
   float grad_scale;
+  // Context parallelism: this rank's two chunks of each sequence, cut from the batch's
+  // whole sequences (model/context_chunks.h); the buffers hold the step's cut
+  // micro-batches (a pipeline schedule keeps several in flight).
+  model::ContextChunks cp_chunks;
+  std::vector<int32_t> cp_tokens, cp_targets;
+  // Micro-batch `m`'s rows the model runs on: `full` itself, or this rank's chunks of it.
+  const int32_t* local_rows(const int32_t* full, std::vector<int32_t>& buffer, int m = 0);
 };
 
 }  // namespace trainctl::train

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "data/blend.h"
 #include "data/manifest.h"
 #include "data/sampler.h"
 #include "device/make_backend.h"
@@ -21,9 +22,10 @@ namespace {
 
 // Bytes of text per token id: the tokenizer of a `data prepare` directory, or none (bytes).
 std::optional<std::vector<int64_t>> token_lengths(const data::DatasetOptions& data) {
-  if (data.type != "tokens" || !data::is_token_directory(data.path)) return std::nullopt;
-  const data::TokenManifest m = data::read_manifest(data.path);
-  const std::filesystem::path file = data::verified_tokenizer_file(data.path, m);
+  const std::filesystem::path dir = data::prepared_directory(data);
+  if (dir.empty()) return std::nullopt;
+  const data::TokenManifest m = data::read_manifest(dir);
+  const std::filesystem::path file = data::verified_tokenizer_file(dir, m);
   if (file.empty()) return std::nullopt;
   const tokenizer::LoadedTokenizer t = tokenizer::load_tokenizer(file);
   std::vector<int64_t> lengths(static_cast<size_t>(t.tokenizer.vocab_size()), 0);

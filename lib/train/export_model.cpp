@@ -21,7 +21,7 @@ std::vector<model::Param> shard_layout(const model::ModelConfig& cfg, const RunO
                                        ops::Backend& backend, int64_t* total) {
   const model::GptShardSpec shard = model::GptShardSpec::of(
       cfg, options.model.seq_len, layout.pp, pp_rank, options.parallel.virtual_stages, layout.tp,
-      tp_rank, parallel::chunk_order(options.parallel.schedule));
+      tp_rank, options.parallel.stages, parallel::chunk_order(options.parallel.schedule));
   model::ParameterSet set(backend);
   for (const model::ParamSpec& p : model::gpt_param_specs(cfg, shard)) set.declare(p);
   *total = set.total();
@@ -53,7 +53,7 @@ void export_model(const model::Gpt& gpt, const RunOptions& options, comm::Proces
   }
   comm::Communicator& world = *groups.world;
   if (groups.rank != 0) {
-    if (groups.coord.dp == 0) {
+    if (groups.coord.dp == 0 && groups.coord.cp == 0) {
       world.send(flat, static_cast<size_t>(params.total()) * sizeof(float), 0, kExportTag);
     }
     return;

@@ -1,6 +1,7 @@
 #include "train/inspect_step.h"
 
 #include "checkpoint/commit.h"
+#include "checkpoint/hf_import.h"
 #include "checkpoint/reader.h"
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/sampler.h"
 #include "model/gpt.h"
+#include "model/moe/moe_ffn.h"
 #include "optim/optimizer.h"
 #include "train/spec_options.h"
 #include "util/error.h"
@@ -74,6 +76,20 @@ void inspect_step(const config::JobSpec& spec, const std::filesystem::path& out_
     model::ParameterSet& params = gpt.params();
     for (const model::Param& p : params.list()) {
       reader.read_slice(p.name, p.shard, params.data() + p.offset);
+    }
+    // balance: bias: the routing of the checkpoint's model includes its expert biases.
+    for (const model::MoeLayer& l : gpt.moe_layers()) {
+      std::vector<float>& bias = l.ffn->expert_bias();
+      if (bias.empty() || !reader.contains(l.ffn->expert_bias_name())) continue;
+      model::TensorShard whole;
+      whole.global_shape = {static_cast<int64_t>(bias.size())};
+      reader.read_slice(l.ffn->expert_bias_name(), whole, bias.data());
+    }
+  } else if (!options.model.init_from.empty()) {
+    const checkpoint::HfModelFolder folder(options.model.init_from, cfg);
+    folder.check();
+    for (const model::Param& p : gpt.params().list()) {
+      folder.read_slice(p.name, p.shard, gpt.params().data() + p.offset);
     }
   }
   checkpoint::write_safetensors(out_dir / "weights.safetensors", views(gpt.params(), false));

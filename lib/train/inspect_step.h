@@ -9,7 +9,8 @@ namespace trainctl::train {
 // Runs the job's first optimizer step on one worker (first micro-batch only) and writes
 // everything another implementation needs to reproduce it into out_dir:
 //   weights.safetensors  initial parameters (nanoGPT names): the job's initialisation, or
-//                        the parameters of checkpoint `from` (any layout) when given; the
+//                        the parameters of checkpoint `from` (any layout) when given, else
+//                        of model.init_from's Hugging Face folder when set; the
 //                        optimizer starts fresh either way
 //   batch.safetensors    tokens and targets [micro_batch, seq_len] (as F32)
 //   grads.safetensors    gradients of the mean loss over the batch

@@ -15,6 +15,23 @@ std::string hms(double seconds) {
   std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
   return buf;
 }
+
+// A dense layer's entries are null, so an array's index is the model layer.
+void add_moe_metrics(const StepMetrics& m, nlohmann::ordered_json& j) {
+  if (m.moe_aux_loss) j["moe_aux_loss"] = *m.moe_aux_loss;
+  if (!m.moe_load_imbalance.empty()) {
+    nlohmann::ordered_json imbalance = nlohmann::ordered_json::array();
+    nlohmann::ordered_json load = nlohmann::ordered_json::array();
+    for (size_t l = 0; l < m.moe_load_imbalance.size(); ++l) {
+      const auto& v = m.moe_load_imbalance[l];
+      imbalance.push_back(v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json());
+      load.push_back(v ? nlohmann::ordered_json(m.moe_expert_load[l]) : nlohmann::ordered_json());
+    }
+    j["moe_load_imbalance"] = imbalance;
+    j["moe_expert_load"] = load;
+  }
+  if (m.moe_dropped_fraction) j["moe_dropped_fraction"] = *m.moe_dropped_fraction;
+}
 }  // namespace
 
 namespace {
@@ -102,6 +119,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["tokens_per_s"] = m.tokens_per_s;
     j["step_ms"] = m.step_ms;
     if (m.val_loss) j["val_loss"] = *m.val_loss;
+    for (const auto& [name, loss] : m.source_val_losses) j["val_loss/" + name] = loss;
     if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
     if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
     if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;
@@ -109,6 +127,8 @@ void MetricsReporter::log(const StepMetrics& m) {
     j["comm_bytes_window"] = m.comm_bytes_window;
     if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
     if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
+    if (m.cp_ring_ms) j["cp_ring_ms"] = *m.cp_ring_ms;
+    if (m.cp_ring_exposed_ms) j["cp_ring_exposed_ms"] = *m.cp_ring_exposed_ms;
     j["optimizer_state_mb"] = m.optimizer_state_mb;
     if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
     if (m.skipped) j["skipped"] = true;
@@ -122,6 +142,7 @@ void MetricsReporter::log(const StepMetrics& m) {
     if (m.ps_gradients) j["ps_gradients"] = *m.ps_gradients;
     if (!m.ps_staleness.empty()) j["ps_staleness"] = m.ps_staleness;
     if (m.ps_staleness_max) j["ps_staleness_max"] = *m.ps_staleness_max;
+    add_moe_metrics(m, j);
     file_.append(j.dump());
     for (const auto& sink : sinks_) sink(j);
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/jsonl_file.h"
@@ -29,6 +30,8 @@ struct StepMetrics {
   double tokens_per_s = 0.0;
   double step_ms = 0.0;
   std::optional<double> val_loss;
+  // A blend's sources' validation losses (name, loss): metrics "val_loss/<name>".
+  std::vector<std::pair<std::string, double>> source_val_losses;
   // Data-parallel communication per step (absent with one DP rank), minima over the DP
   // ranks: time in collectives, and the part the training thread of the last rank to
   // finish its backward pass waited for (not hidden behind the backward pass). The
@@ -47,6 +50,11 @@ struct StepMetrics {
   // step_ms (the measured bubble, comparable to `trainctl plan`'s).
   std::vector<double> pipeline_idle_ms;
   std::optional<double> pipeline_bubble;
+  // Context parallelism (cp > 1): this rank's ring-attention K/V traffic in the step (time
+  // the CP ring's thread spent exchanging) and the part attention waited for, not hidden
+  // behind its compute (comm/ring_exchange.h).
+  std::optional<double> cp_ring_ms;
+  std::optional<double> cp_ring_exposed_ms;
   double optimizer_state_mb = 0.0;  // this rank's optimizer state (falls by ~dp with ZeRO)
   // fp16 only: the loss scale this step's gradients carried, and whether they overflowed
   // (the update was skipped and the scale halved).
@@ -74,6 +82,15 @@ struct StepMetrics {
   std::optional<int64_t> ps_gradients;
   std::vector<int64_t> ps_staleness;
   std::optional<int64_t> ps_staleness_max;
+  // Mixture-of-experts models (train/moe_balance.h), logged steps only, means over the
+  // window: the auxiliary balancing loss added to the objective (balance: aux_loss), each
+  // layer's load imbalance (max routed tokens per expert / the mean; index = layer, nullopt
+  // for a dense layer) and its experts' shares of the routed load, and the fraction of
+  // routed assignments the capacity dropped (0 when dropless).
+  std::optional<double> moe_aux_loss;
+  std::vector<std::optional<double>> moe_load_imbalance;
+  std::vector<std::vector<double>> moe_expert_load;
+  std::optional<double> moe_dropped_fraction;
 };
 
 // The wall-clock side of the metrics: the current step's time, the time since the start,

@@ -164,6 +164,7 @@ TrainResult PsWorker::run() {
   }
   const auto tensorboard =
       start_tensorboard(options_.observability, groups_, ctx_, reporter_, start);
+  const auto mlflow = start_mlflow(options_.observability, groups_, ctx_, reporter_, start);
   // The budget is global: a fast worker may take more than its share of the steps left.
   const int64_t dp = options_.parallel.layout.dp;
   data::Prefetcher prefetch(*e_.dataset, e_.layout, start, start + (steps - start) * dp);
@@ -217,6 +218,7 @@ TrainResult PsWorker::run() {
     }
     if (r.checkpoint) checkpoint_together(global);
   }
+  if (mlflow && !result.stopped) mlflow->finished();
   finish(start, global, grad_norm, result);
   return result;
 }

@@ -22,14 +22,30 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   model::GptOptions o;
   o.shard = model::GptShardSpec::of(options.model.config, options.model.seq_len, p.layout.pp,
                                     groups.coord.pp, p.virtual_stages, p.layout.tp, groups.coord.tp,
-                                    parallel::chunk_order(p.schedule));
+                                    p.stages, parallel::chunk_order(p.schedule));
   o.tp = groups.tp.get();
+  // Expert parallelism: the experts of this rank's place in its ep group (rank_coords.h).
+  o.shard.ep_size = p.layout.ep;
+  o.shard.ep_rank = groups.coord.dp % p.layout.ep;
+  o.ep = groups.ep.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
   o.recompute = options.model.recompute;
+  o.sequence_parallel = p.sequence_parallel;
   // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
   // dp > 1 only).
   o.unbound_params = p.zero == 3 && groups.dp->size() > 1;
+  o.cp = context_chunks(options, groups);
+  o.cp_group = groups.cp.get();
   return o;
+}
+
+model::ContextChunks context_chunks(const RunOptions& options, const comm::ProcessGroups& groups) {
+  return model::ContextChunks::of(options.parallel.layout.cp, groups.coord.cp,
+                                  options.model.seq_len);
+}
+
+int local_seq_len(const RunOptions& options) {
+  return options.model.seq_len / options.parallel.layout.cp;
 }
 
 parallel::DataParallelOptions data_parallel_options(const ParallelOptions& parallel,
@@ -38,10 +54,16 @@ parallel::DataParallelOptions data_parallel_options(const ParallelOptions& paral
   parallel::DataParallelOptions o;
   o.zero_stage = groups.dp->size() > 1 ? parallel.zero : 0;
   o.sync = parallel.grad_sync;
-  if (groups.layout.tp * groups.layout.pp > 1) {
+  if (groups.layout.tp * groups.layout.pp > 1 || groups.edp) {
     o.norm.group = groups.world.get();
-    o.norm.counted = parallel::norm_counted_ranges(gpt.params());
+    o.norm.counted = parallel::norm_counted_ranges(gpt.params(), groups.edp != nullptr);
     o.norm.dp_stride = groups.layout.tp;
+  }
+  if (groups.edp) {
+    // Expert gradients are summed over the DP ranks holding the same experts only.
+    o.sync.expert_dp = groups.edp.get();
+    o.norm.expert_dp = groups.edp.get();
+    o.norm.expert_counted = parallel::expert_counted_ranges(gpt.params());
   }
   o.periodic = parallel.periodic;
   return o;

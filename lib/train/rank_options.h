@@ -22,6 +22,10 @@ std::vector<parallel::Instruction> stage_program(const ParallelOptions& parallel
 // micro-batches `program` keeps in flight.
 model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& groups,
                                 const std::vector<parallel::Instruction>& program);
+// Context parallelism's cut of each sequence for this rank (model/context_chunks.h), and
+// the sequence length the model runs on: seq_len / cp.
+model::ContextChunks context_chunks(const RunOptions& options, const comm::ProcessGroups& groups);
+int local_seq_len(const RunOptions& options);
 parallel::DataParallelOptions data_parallel_options(const ParallelOptions& parallel,
                                                     comm::ProcessGroups& groups,
                                                     const model::Gpt& gpt);

@@ -106,8 +106,8 @@ std::optional<fs::path> choose_resume_checkpoint(
   throw InputError("no usable checkpoint in " + checkpoints_dir.string() + ": all " +
                    std::to_string(order.size()) +
                    " are damaged (the warnings above say why). Resume from one of them with "
-                   "--resume PATH once repaired, or start over with --resume none (which "
-                   "overwrites them)");
+                   "--resume PATH once repaired, or start over with --resume none --overwrite "
+                   "(which moves them aside)");
 }
 
 }  // namespace trainctl::train

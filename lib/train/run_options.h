@@ -8,12 +8,14 @@
 // the process groups in train/rank_options.h.
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "data/dataset.h"
 #include "model/gpt.h"
 #include "model/model_config.h"
+#include "observe/mlflow_tracker.h"
 #include "ops/backend.h"
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -33,6 +35,8 @@ struct ModelOptions {
   int seq_len = 1;
   // training.activation_checkpointing.
   model::Recompute recompute = model::Recompute::none;
+  // model.init_from: a Hugging Face folder the parameters start from ("" = random).
+  std::filesystem::path init_from;
 };
 
 // parallel.*: the layout and how work and gradients are split within it.
@@ -40,6 +44,8 @@ struct ParallelOptions {
   Layout layout;
   parallel::ScheduleKind schedule = parallel::ScheduleKind::one_f_one_b;  // with pp > 1
   int virtual_stages = 1;
+  // parallel.stage_balance / layers_per_stage: the blocks of each pipeline stage.
+  model::StageSplit stages;
   int zero = 0;        // ZeRO stage as asked; it applies with a DP group of more than one rank
   int grad_accum = 1;  // micro-batches per step and DP rank
   // The DP gradient reduction: bucket size, wire dtype, PowerSGD (its seed included); the
@@ -50,6 +56,7 @@ struct ParallelOptions {
   // mode: parameter_server: the workers push gradients to ps_servers server processes.
   bool parameter_server = false;
   int ps_servers = 1;
+  bool sequence_parallel = false;  // parallel.sequence_parallel (model::GptOptions)
 };
 
 // optimizer.*, training.grad_clip and precision's loss scaling.
@@ -84,8 +91,9 @@ struct ObservabilityOptions {
   int profile_first = 0;  // logging.profile_steps, 1-based inclusive; 0, 0: off
   int profile_last = 0;
   bool profiling() const { return profile_first > 0; }
-  // The resolved spec as YAML, shown as text in TensorBoard.
+  // The resolved spec as YAML, shown as text in TensorBoard and MLflow's params.
   std::string resolved_yaml;
+  std::optional<observe::MlflowSettings> mlflow;  // logging.mlflow
 };
 
 struct RunOptions {

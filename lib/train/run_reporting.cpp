@@ -79,6 +79,22 @@ std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const Observabilit
   return tb;
 }
 
+// logging.mlflow on global rank 0: a tracker that sends every metrics.jsonl line from a
+// thread of its own (observe/mlflow_tracker.h). The reporter's sink holds it, so it outlives
+// the last line and flushes at the end.
+std::shared_ptr<observe::MlflowTracker> start_mlflow(const ObservabilityOptions& options,
+                                                     const comm::ProcessGroups& groups,
+                                                     const TrainContext& ctx,
+                                                     MetricsReporter& reporter, int64_t start) {
+  if (groups.rank != 0 || !options.mlflow) return nullptr;
+  auto tracker = std::make_shared<observe::MlflowTracker>(*options.mlflow, ctx.run_dir,
+                                                          options.resolved_yaml, start + 1);
+  reporter.add_sink([tracker](const nlohmann::ordered_json& line) {
+    tracker->log(line.at("step").get<int64_t>(), observe::metric_scalars(line));
+  });
+  return tracker;
+}
+
 // The checkpointer's messages: on rank 0's console and in this rank's log.
 std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
   return [&reporter](const std::string& line) {
@@ -91,7 +107,7 @@ std::function<void(const std::string&)> say_to(MetricsReporter& reporter) {
 void announce_nothing_to_train(MetricsReporter& reporter, int64_t start, int64_t steps) {
   reporter.message("nothing to train: the checkpoint is at step " + std::to_string(start) + " of " +
                    std::to_string(steps) +
-                   " (raise training.steps, or --resume none to start over)");
+                   " (raise training.steps, or --resume none --overwrite to start over)");
 }
 
 // metrics.jsonl as this run continues it: a torn last line (a crash mid-write) was cut off

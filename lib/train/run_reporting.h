@@ -7,6 +7,7 @@
 #include <string>
 
 #include "comm/process_groups.h"
+#include "observe/mlflow_tracker.h"
 #include "observe/tensorboard_writer.h"
 #include "train/engine.h"
 #include "train/metrics.h"
@@ -31,6 +32,13 @@ std::shared_ptr<observe::TensorBoardWriter> start_tensorboard(const Observabilit
                                                               const TrainContext& ctx,
                                                               MetricsReporter& reporter,
                                                               int64_t start);
+
+// logging.mlflow on global rank 0: params, every metrics.jsonl line and the run's status go
+// to the tracking server from a thread of the tracker's own; null elsewhere or when off.
+std::shared_ptr<observe::MlflowTracker> start_mlflow(const ObservabilityOptions& options,
+                                                     const comm::ProcessGroups& groups,
+                                                     const TrainContext& ctx,
+                                                     MetricsReporter& reporter, int64_t start);
 
 // The checkpointer's messages: on rank 0's console and in this rank's log.
 std::function<void(const std::string&)> say_to(MetricsReporter& reporter);

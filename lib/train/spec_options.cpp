@@ -21,6 +21,7 @@ ParallelOptions parallel_options(const config::JobSpec& spec) {
   p.layout = s;
   p.schedule = parallel::parse_schedule_kind(s.schedule);
   p.virtual_stages = s.virtual_stages;
+  p.stages = {.equal = s.stage_balance == "equal", .layers = s.layers_per_stage};
   p.zero = s.zero;
   p.grad_accum = spec.grad_accum();
   p.grad_sync.buckets.bucket_bytes = static_cast<size_t>(s.bucket_mb * (1 << 20));
@@ -37,6 +38,7 @@ ParallelOptions parallel_options(const config::JobSpec& spec) {
   p.periodic.outer_momentum = s.outer_momentum;
   p.parameter_server = s.mode == "parameter_server";
   p.ps_servers = s.ps_servers;
+  p.sequence_parallel = s.sequence_parallel;
   return p;
 }
 
@@ -56,6 +58,11 @@ ObservabilityOptions observability_options(const config::JobSpec& spec) {
   o.profile_first = spec.logging.profile_first;
   o.profile_last = spec.logging.profile_last;
   o.resolved_yaml = config::to_yaml(spec);
+  if (spec.logging.mlflow.enabled()) {
+    o.mlflow = observe::MlflowSettings{.tracking_uri = spec.logging.mlflow.tracking_uri,
+                                       .experiment = spec.logging.mlflow.experiment,
+                                       .run_name = spec.logging.mlflow.run_name};
+  }
   return o;
 }
 
@@ -70,6 +77,7 @@ RunOptions run_options(const config::JobSpec& spec) {
   o.model.config = gpt_config(spec);
   o.model.micro_batch_size = spec.training.micro_batch_size;
   o.model.seq_len = spec.model.seq_len;
+  o.model.init_from = spec.model.init_from;
   o.model.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   o.data = dataset_options(spec);
   o.parallel = parallel_options(spec);
@@ -107,6 +115,7 @@ model::ModelConfig gpt_config(const config::JobSpec& spec) {
     c.moe.shared_experts = e.shared_experts;
     c.moe.score = e.score == "sigmoid" ? model::MoeScore::sigmoid : model::MoeScore::softmax;
     c.moe.aux_loss_coef = e.balance == "aux_loss" ? static_cast<float>(e.aux_loss_coef) : 0.0f;
+    c.moe.bias_update_rate = e.balance == "bias" ? static_cast<float>(e.bias_update_rate) : 0.0f;
     c.moe.capacity_factor = static_cast<float>(e.capacity_factor);
     c.moe.layers_every = e.layers_every;
     c.moe.layers_from = e.layers_from;
@@ -122,6 +131,10 @@ data::DatasetOptions dataset_options(const config::JobSpec& spec) {
   d.seed = spec.seed;
   d.vocab_size = spec.model.vocab_size;
   d.seq_len = spec.model.seq_len;
+  d.blend_seed = spec.data.seed.value_or(spec.seed);
+  for (const config::DataSourceSpec& s : spec.data.sources) {
+    d.sources.push_back({s.name, s.type, s.path, s.weight});
+  }
   return d;
 }
 

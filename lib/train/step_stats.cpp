@@ -95,6 +95,12 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTi
   m.comm_bytes = mean.sent_bytes;
   m.comm_bytes_window = timer.window().total().sent_bytes;
   m.mem_peak_mb = static_cast<double>(e.backend->peak_allocated_bytes()) / kMiB;
+  if (comm::RingExchange* ring = e.gpt.cp_ring()) {  // since the last step's measurement
+    const comm::RingExchange::Times t = ring->times();
+    ring->reset_times();
+    m.cp_ring_ms = t.busy_s * 1e3;
+    m.cp_ring_exposed_ms = t.waited_s * 1e3;
+  }
   if (e.backend->device() == Device::cuda) m.device_mem_peak_mb = m.mem_peak_mb;
   if (!logged) return m;
   if (const std::optional<size_t> rss = peak_rss_bytes()) {
@@ -103,6 +109,13 @@ StepMetrics measure_step(Engine& e, const StepOutcome& out, int64_t step, StepTi
   add_memory_stats(e, m);
   if (e.groups.dp->size() > 1) add_dp_comm_stats(e, mean, m);
   if (e.pipeline) add_pipeline_stats(e, mean.pipeline_idle_s, m);
+  if (e.moe.active()) {
+    MoeFigures f = e.moe.gather_window(e.groups);
+    m.moe_aux_loss = f.aux_loss;
+    m.moe_load_imbalance = std::move(f.load_imbalance);
+    m.moe_expert_load = std::move(f.expert_load);
+    m.moe_dropped_fraction = f.dropped_fraction;
+  }
   return m;
 }
 

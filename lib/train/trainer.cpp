@@ -12,6 +12,8 @@
 #include "data/prefetcher.h"
 #include "device/make_backend.h"
 #include "observe/trace_recorder.h"
+#include "train/batch_log.h"
+#include "train/blend_progress.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
 #include "train/engine.h"
@@ -112,8 +114,11 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     return TrainResult{.steps = start};
   }
   const auto tensorboard = start_tensorboard(options.observability, groups, ctx, reporter, start);
+  const auto mlflow = start_mlflow(options.observability, groups, ctx, reporter, start);
   // The loop: batch, step, metrics, evaluation and checkpoint when due.
   data::Prefetcher prefetch(*e.dataset, e.layout, std::min(start, steps), steps);
+  BatchLog batch_log(ctx.batch_log, groups.coord.tp == 0 && groups.coord.pp == 0, ctx.run_dir,
+                     groups.rank);
   TrainResult result{.steps = start};
   StepTimer timer;
   for (int64_t step = start; step < steps && !result.stopped; ++step) {
@@ -122,7 +127,9 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     if (groups.progress) groups.progress->set_step(step + 1);
     if (recorder) recorder->set_step(step + 1);
     const StepRequests asked{ctx.should_stop && ctx.should_stop(), ckpt.time_due(), ckpt.written()};
-    const StepOutcome out = e.train_step(step, next_batch(prefetch, recorder.get()), asked);
+    const data::StepBatch batch = next_batch(prefetch, recorder.get());
+    batch_log.log(e.layout, batch);
+    const StepOutcome out = e.train_step(step, batch, asked);
     ckpt.commit_if_written(out.all_written);
     result.steps = step + 1;
     result.final_loss = out.loss;
@@ -132,6 +139,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     StepMetrics m = measure_step(e, out, step + 1, timer, logged);
     if (eval_due(options.training, step + 1, last)) {
       m.val_loss = e.evaluate();
+      m.source_val_losses = evaluate_sources(e);
       result.final_val_loss = *m.val_loss;
     }
     m.tokens_per_s = timer.tokens_per_s(e.tokens_per_step());
@@ -140,6 +148,8 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
     ckpt.maybe_save(step + 1, last, out.checkpoint);
   }
   ckpt.save_final(result.steps);
+  if (mlflow && !result.stopped) mlflow->finished();
+  if (groups.rank == 0) write_data_sources(e, ctx.run_dir, result.steps);
   LookHere look;
   look.tensorboard = tensorboard != nullptr;
   if (recorder) {

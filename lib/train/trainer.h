@@ -25,6 +25,8 @@ struct TrainContext {
   // Test hook (TRAINCTL_TEST_SLOWDOWN for this rank): each step's computation takes this
   // many times as long.
   double slowdown = 1.0;
+  // Test hook (TRAINCTL_TEST_BATCH_LOG=1): log each step's samples (train/batch_log.h).
+  bool batch_log = false;
   // parallel.mode: parameter_server: waits for the servers to publish their addresses
   // and returns them ("host:port", index = server). Unset for other modes.
   std::function<std::vector<std::string>()> ps_server_addresses;

@@ -55,6 +55,7 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   // A restart after a failure always continues from the newest checkpoint of the run.
   ctx.resume = env.restart > 0 || env.resume.empty() ? "auto" : env.resume;
   ctx.crash_in_checkpoint_step = env.hooks.crash_in_checkpoint_step;
+  ctx.batch_log = env.hooks.batch_log;
   if (env.hooks.slowdown_rank == env.rank) ctx.slowdown = env.hooks.slowdown_factor;
   if (spec.parallel.mode == "parameter_server") {
     ctx.ps_server_addresses = [&spec, &env] { return ps_server_addresses(spec, env); };
@@ -86,12 +87,13 @@ int run_selftest_mode(comm::ProcessGroups& groups, const launch::WorkerEnv& env)
     comm::run_collective_self_test(groups, options);
     spdlog::info("self-test round {}/{} passed: verified {}", i, repeat, describe_groups(groups));
   }
-  launch::write_console(env.console_fd, "selftest passed: " + std::to_string(env.world_size) +
-                                            " ranks (dp " + std::to_string(groups.layout.dp) +
-                                            " x tp " + std::to_string(groups.layout.tp) + " x pp " +
-                                            std::to_string(groups.layout.pp) + "), " +
-                                            std::to_string(repeat) +
-                                            " round(s), every group's collectives verified\n");
+  launch::write_console(
+      env.console_fd,
+      "selftest passed: " + std::to_string(env.world_size) + " ranks (dp " +
+          std::to_string(groups.layout.dp) + " x tp " + std::to_string(groups.layout.tp) +
+          " x pp " + std::to_string(groups.layout.pp) +
+          (groups.layout.cp > 1 ? " x cp " + std::to_string(groups.layout.cp) : std::string()) +
+          "), " + std::to_string(repeat) + " round(s), every group's collectives verified\n");
   return kExitOk;
 }
 

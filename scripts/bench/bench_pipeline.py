@@ -22,15 +22,19 @@ For each pipeline run it reports:
   - the memory: each stage's peak micro-batches held (trainctl plan --json: the memory
     plan's activations) and each rank's measured peak tensor memory (mem_peak_mb_ranks).
 One JSON line per case, then a table; `trainctl plan` output of zb1p for one layout.
+Then, in the same invocation, scripts/bench/bench_stage_balance.py (parallel.stage_balance
+auto against the equal split on a 32k-vocabulary GPT, pp 2), unless --no-stage-balance.
 
 Usage: scripts/bench/bench_pipeline.py [--trainctl build/trainctl] [--steps 10] [--pp 2]
                                        [--micro-batches 4 8] [--repeats 3]
+                                       [--schedules 1f1b zb1p zbv] [--no-stage-balance]
 """
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -134,13 +138,16 @@ def main():
     ap.add_argument("--micro-batches", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds over every case, interleaved; the table shows medians")
+    ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=list(SCHEDULES))
+    ap.add_argument("--no-stage-balance", action="store_true",
+                    help="skip bench_stage_balance.py (stage_balance auto vs equal)")
     args = ap.parse_args()
     runs, plan_text = {}, None
     for _ in range(args.repeats):
         for m in args.micro_batches:
             base, _ = run(args.trainctl, 1, "1f1b", m, args.steps, False)
             print(json.dumps(base), flush=True)
-            for schedule in SCHEDULES:
+            for schedule in args.schedules:
                 if schedule == "interleaved" and m % args.pp != 0:
                     continue
                 want_text = plan_text is None and schedule == "zb1p" and m == args.micro_batches[-1]
@@ -169,6 +176,10 @@ def main():
     if plan_text:
         print(f"\n$ trainctl plan (pp {args.pp}, zb1p, {args.micro_batches[-1]} micro-batches)\n"
               + plan_text)
+    if not args.no_stage_balance:
+        print("\n$ scripts/bench/bench_stage_balance.py (stage_balance: auto vs equal)", flush=True)
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "bench_stage_balance.py"),
+                        "--trainctl", args.trainctl], check=True)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ training: {{steps: {steps}, micro_batch_size: 4, global_batch_size: {8 * dp}, th
 logging: {{every_steps: 1}}
 runtime: {{comm_selftest: false}}
 """)
-    subprocess.run([trainctl, "train", spec, "--resume", "none"], check=True, env=ENV,
+    subprocess.run([trainctl, "train", spec, "--resume", "none", "--overwrite"], check=True, env=ENV,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows = [json.loads(l) for l in open(os.path.join(d, f"run{dp}{tp}{pp}", "metrics.jsonl"))]
     times = [r["step_ms"] for r in rows if "step_ms" in r][2:]

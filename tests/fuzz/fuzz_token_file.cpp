@@ -1,5 +1,6 @@
-// Fuzz target: the token-file reader (data/token_file.h: llm.c header or raw uint16) and
-// the pre-launch checks built on it (data/file_checks.h). The input is the file's bytes.
+// Fuzz target: the token-file reader (data/token_file.h: llm.c header with uint16 or uint32
+// ids, or raw uint16) and the pre-launch checks built on it (data/file_checks.h). The input
+// is the file's bytes.
 // Checks beyond "no crash": an accepted file's token count fits inside the file (so no
 // reader can run past the mapping), and every token is readable and below max_token()+1.
 #include <sys/stat.h>
@@ -19,22 +20,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = file.write(data, size);
   try {
     const data::TokenFile tokens(path);
-    const size_t header = tokens.format() == "llm.c" ? data::TokenFile::kLlmcHeaderBytes : 0;
+    const size_t header =
+        tokens.format().starts_with("llm.c") ? data::TokenFile::kLlmcHeaderBytes : 0;
     fuzz::require(tokens.size() > 0, "accepted an empty token file");
-    fuzz::require(tokens.size() <= (size - header) / 2, "token count exceeds the file");
-    const uint16_t max = tokens.max_token();
-    uint16_t seen = 0;
+    const size_t width = static_cast<size_t>(tokens.bytes_per_token());
+    fuzz::require(width == 2 || width == 4, "a token width other than 2 or 4 bytes");
+    fuzz::require(tokens.size() <= (size - header) / width, "token count exceeds the file");
+    const uint32_t max = tokens.max_token();
+    uint32_t seen = 0;
     for (size_t i = 0; i < tokens.size(); ++i)
-      seen = tokens.tokens()[i] > seen ? tokens.tokens()[i] : seen;
+      seen = tokens.token(i) > seen ? tokens.token(i) : seen;
     fuzz::require(seen == max, "max_token() disagrees with a scan of the tokens");
 
     // The checks `validate` runs, at a vocabulary the data may or may not fit.
     const int vocab = 1 + (size > 0 ? data[0] : 0) * 256;
     try {
-      fuzz::require(data::check_token_ids(tokens, vocab) < vocab,
+      fuzz::require(data::check_token_ids(tokens, vocab) < static_cast<uint32_t>(vocab),
                     "check_token_ids passed an id >= vocab");
     } catch (const InputError&) {
-      fuzz::require(max >= vocab, "check_token_ids refused ids that fit");
+      fuzz::require(max >= static_cast<uint32_t>(vocab), "check_token_ids refused ids that fit");
     }
     data::DatasetOptions options;
     options.type = "tokens";

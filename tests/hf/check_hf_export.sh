@@ -6,23 +6,14 @@
 # check_hf_export.py compares transformers' loss, gradients and logits with trainctl's on one
 # batch, and the exported tokenizer (trained as bpe-400.json: exported as tokenizer.json)
 # loaded with AutoTokenizer with trainctl's encoding. Then the same for a small
-# Llama (check_hf_export_llama.py: LlamaForCausalLM against trainctl and a plain Llama).
+# Llama (check_hf_export_llama.py: LlamaForCausalLM against trainctl and a plain Llama), and
+# a small Mixtral (check_hf_export_mixtral.py: MixtralForCausalLM, llama + moe).
 # Usage: check_hf_export.sh TRAINCTL_BINARY. Exit 77 (skipped) when PyPI cannot be reached.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${1:-$root/build/trainctl}
-venv=${TRAINCTL_HFVENV:-$root/build/hfvenv}
-if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import torch, transformers, tokenizers, safetensors" 2>/dev/null; then
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-  # --no-deps: transformers would otherwise pull a new torch; Debian's 1.13 is what it uses.
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
-      'transformers==4.36.2' 'tokenizers>=0.14,<0.19' 'huggingface-hub>=0.19.3,<0.21' \
-      'safetensors>=0.4' regex tqdm packaging filelock fsspec; then
-    echo "skipped: could not install transformers from PyPI"
-    exit 77
-  fi
-fi
+source "$here/hf_venv.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 text=$work/corpus.txt
@@ -87,3 +78,32 @@ YAML
 "$bin" inspect step "$work/llama.yaml" --set parallel.tp=1 --set parallel.pp=1 \
   --from "$work/runs/hf-llama" --out "$work/step-llama" >/dev/null
 "$venv/bin/python" "$here/check_hf_export_llama.py" "$work/hf-llama" "$work/step-llama"
+
+# Mixtral (MixtralForCausalLM): llama + moe, 4 experts of width 48, top 2, softmax router,
+# every layer MoE, no balancing loss (transformers adds none without output_router_logits);
+# trained on tp 2 x pp 2, exported from the checkpoint. A model Mixtral is not (here: shared
+# experts) is refused with the reason.
+cat > "$work/mixtral.yaml" <<'YAML'
+name: hf-mixtral
+seed: 7
+model: {type: llama, vocab_size: 400, seq_len: 32, n_layer: 2, n_head: 4, n_kv_head: 2,
+        d_model: 64, ffn_hidden: 96,
+        moe: {num_experts: 4, top_k: 2, expert_ffn_hidden: 48, balance: none}}
+data: {type: tokens, path: data, val_fraction: 0}
+parallel: {tp: 2, pp: 2}
+training: {steps: 3, micro_batch_size: 4, global_batch_size: 4}
+optimizer: {lr: 1.0e-2, warmup_steps: 0}
+YAML
+"$bin" train "$work/mixtral.yaml" >/dev/null
+"$bin" ckpt export "$work/runs/hf-mixtral/checkpoints" --format hf --out "$work/hf-mixtral"
+grep -q '"MixtralForCausalLM"' "$work/hf-mixtral/config.json"
+"$bin" inspect step "$work/mixtral.yaml" --set parallel.tp=1 --set parallel.pp=1 \
+  --from "$work/runs/hf-mixtral" --out "$work/step-mixtral" >/dev/null
+(cd "$here" && "$venv/bin/python" "$here/check_hf_export_mixtral.py" "$work/hf-mixtral" "$work/step-mixtral")
+"$bin" train "$work/mixtral.yaml" --set model.moe.shared_experts=1 \
+  --set run_dir="$work/runs/hf-shared" >/dev/null
+if err=$("$bin" ckpt export "$work/runs/hf-shared/checkpoints" --format hf --out "$work/hf-shared" 2>&1); then
+  echo "FAIL: a model with shared experts was exported as Mixtral"; exit 1
+fi
+grep -q "shared experts (Mixtral has none)" <<<"$err" || { echo "FAIL: refusal says: $err"; exit 1; }
+echo "mixtral ok"

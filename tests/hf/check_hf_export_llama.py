@@ -74,6 +74,16 @@ def main(hf_dir, step_dir):
     if type(model).__name__ != "LlamaForCausalLM":
         failures.append(f"expected LlamaForCausalLM, got {type(model).__name__}")
     cfg = json.load(open(f"{hf_dir}/config.json"))
+    # Explicit special ids (issue 37): the exported tokenizer's end-of-text token, not
+    # transformers' Llama defaults (bos 1, eos 2: real bytes here); floats as written.
+    eot = [t["id"] for t in json.load(open(f"{hf_dir}/tokenizer.json"))["added_tokens"]
+           if t["content"] == "<|endoftext|>"]
+    for key in ("bos_token_id", "eos_token_id"):
+        if [cfg.get(key, "missing")] != eot or getattr(model.config, key) != eot[0]:
+            failures.append(f"config.json {key} is {cfg.get(key, 'missing')}; the tokenizer's "
+                            f"<|endoftext|> is {eot}")
+    if '"rms_norm_eps": 1e-05' not in open(f"{hf_dir}/config.json").read():
+        failures.append("config.json does not write rms_norm_eps as 1e-05")
     info = json.load(open(f"{step_dir}/step.json"))
     batch = load_file(f"{step_dir}/batch.safetensors")
     grads = load_file(f"{step_dir}/grads.safetensors")

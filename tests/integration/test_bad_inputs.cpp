@@ -101,8 +101,12 @@ TEST_CASE("bad token files: validate reports them, train exits 2 before run_dir 
       {write_llmc(dir / "truncated.bin", 1, 5000, 1000, 255),
        "llm.c header says 5000 tokens (11024 bytes with the header) but the file is 3024 bytes "
        "(truncated?)"},
+      {write_llmc(dir / "v3.bin", 3, 1000, 1000, 255),
+       "llm.c token file version 3 (magic 20240520) is not supported"},
+      // Version 2 holds uint32 ids: 1000 of them need 4000 bytes, the file has 2000.
       {write_llmc(dir / "v2.bin", 2, 1000, 1000, 255),
-       "llm.c token file version 2 is not supported"},
+       "llm.c header says 1000 uint32 tokens (5024 bytes with the header) but the file is "
+       "3024 bytes (truncated?)"},
       {write_llmc(dir / "vocab.bin", 1, 1000, 1000, 600),
        "contains token id 600 but model.vocab_size is 512; set model.vocab_size to at least 601"},
       {dir / "empty.bin", "token file is empty (0 bytes)"},

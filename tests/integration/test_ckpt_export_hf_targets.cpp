@@ -106,3 +106,42 @@ TEST_CASE(
       dir.path());
   CHECK(nano.exit_code == 2);
 }
+
+TEST_CASE(
+    "ckpt export --format hf writes explicit null special ids without a tokenizer and "
+    "floats as people write them",
+    "[ckpt][integration]") {
+  TempDir dir("hfcfg");
+  write_text(dir / "job.yaml",
+             "name: hfcfg\nmodel: {type: llama, vocab_size: 64, seq_len: 8, n_layer: 1, n_head: 2, "
+             "d_model: 16}\ndata: {type: synthetic}\n"
+             "training: {steps: 1, micro_batch_size: 1, global_batch_size: 1}\n");
+  const fs::path run = dir / "runs/hfcfg";
+  REQUIRE(run_trainctl({"train", (dir / "job.yaml").string()}, dir.path()).exit_code == 0);
+  ProcResult r = export_hf(run, dir.path(), {"--out", (dir / "hf").string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string text = read_text(dir / "hf/config.json");
+  const auto config = nlohmann::json::parse(text);
+  // Synthetic data has no tokenizer: null, never transformers' Llama defaults (1 and 2).
+  CHECK(config.at("bos_token_id").is_null());
+  CHECK(config.at("eos_token_id").is_null());
+  CHECK_THAT(text, Catch::Contains("\"rms_norm_eps\": 1e-05,"));
+}
+
+TEST_CASE("checkpoint.export_hf replaces the run's own hf/ when a run is resumed",
+          "[ckpt][integration]") {
+  TempDir dir("hfagain");
+  write_text(dir / "job.yaml",
+             "name: hfagain\nmodel: {vocab_size: 64, seq_len: 8, n_layer: 1, n_head: 2, "
+             "d_model: 16}\ndata: {type: synthetic}\ncheckpoint: {export_hf: true}\n"
+             "training: {steps: 2, micro_batch_size: 1, global_batch_size: 1}\n");
+  const fs::path hf = dir / "runs/hfagain/hf/model.safetensors";
+  REQUIRE(run_trainctl({"train", (dir / "job.yaml").string()}, dir.path()).exit_code == 0);
+  const std::string first = read_text(hf);
+  const ProcResult more =
+      run_trainctl({"train", (dir / "job.yaml").string(), "--set", "training.steps=4"}, dir.path());
+  INFO(more.out << more.err);
+  CHECK(more.exit_code == 0);
+  CHECK(read_text(hf) != first);  // the step-4 model, not the step-2 one
+}

@@ -104,7 +104,8 @@ TEST_CASE("after its launcher is killed with SIGKILL a run_dir takes a new job a
                Catch::Contains("pid: " + std::to_string(first.pid()) + "\n"));
 
   const ProcResult again = run_trainctl(
-      {"train", job.string(), "--resume", "none", "--set", "training.steps=5"}, dir.path(), 120s);
+      {"train", job.string(), "--resume", "none", "--overwrite", "--set", "training.steps=5"},
+      dir.path(), 120s);
   INFO(again.out << again.err);
   CHECK(again.exit_code == 0);
   CHECK_THAT(read_text(run / ".trainctl.lock"),

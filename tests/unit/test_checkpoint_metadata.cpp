@@ -113,7 +113,7 @@ TEST_CASE("every field of metadata.json is range-checked, naming the file and th
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"/step", -7, "\"step\" is -7; it must be an integer in [1, 2147483647]"},
+      {"/step", -7, "\"step\" is -7; it must be an integer in [0, 2147483647]"},
       {"/step", 1e15, "\"step\" is 1e+15; it must be an integer"},
       {"/step", 1000000000000000, "\"step\" is 1000000000000000; it must be an integer"},
       {"/step", 5.5, "\"step\" is 5.5"},

@@ -77,7 +77,7 @@ TEST_CASE("metadata.json records layout, position and every shard", "[checkpoint
   const CheckpointMetadata m = read_metadata(dir.path());
   CHECK(m.step == 42);
   CHECK(m.layout == ParallelLayout{{1, 2, 2}, 1, 0});
-  CHECK(m.data == DataPosition{42 * 64, 42});
+  CHECK(m.data == DataPosition{42 * 64, 42, {}});
   CHECK(m.optimizer_step == 42);
   CHECK(m.rng["offset"] == 42);
   CHECK(m.extra["job"] == "ckpt-test");

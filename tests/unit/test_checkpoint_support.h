@@ -86,7 +86,7 @@ inline CheckpointMetadata metadata_for(const ShardLayout& l, int64_t step, const
   m.step = step;
   m.layout = {{1, l.tp, l.pp}, l.virtual_stages, 0};
   m.model = kCfg;
-  m.data = {step * 64, step};
+  m.data = {step * 64, step, {}};
   m.optimizer_step = step;
   m.rng = {{"seed", 1234}, {"offset", step}};
   m.extra = {{"job", "ckpt-test"}};

@@ -337,13 +337,6 @@ data:
 )",
                 "job.yaml:2:15:", "model.vocab_size", {">= 256 for data.type text"}, {},
                 dir.path());
-  require_error(R"(model:
-  vocab_size: 70000
-data:
-  type: tokens
-  path: corpus.txt
-)",
-                "job.yaml:2:15:", "model.vocab_size", {"<= 65536", "uint16"}, {}, dir.path());
   require_error(R"(training:
   eval_every: 10
 data:

@@ -29,6 +29,11 @@ model:
     INFO(text);
     CHECK(parse_job_spec(text, "config.resolved.yaml", "/tmp") == *spec);
   }
+  // balance: bias is built: accepted (parse_job_spec validates), with its update rate.
+  const JobSpec bias = parse_job_spec(
+      "model: {moe: {num_experts: 4, balance: bias, bias_update_rate: 0.01}}", "job.yaml", "/tmp");
+  CHECK(bias.model.moe.balance == "bias");
+  CHECK(bias.model.moe.bias_update_rate == 0.01);
   // Without model.moe the dump has none (a dense model reads back dense).
   CHECK(trainctl::config::to_yaml(parse_job_spec("name: d\n", "job.yaml", "/tmp")).find("moe") ==
         std::string::npos);
@@ -54,8 +59,10 @@ TEST_CASE("config: model.moe that cannot run is refused at validate", "[config][
                 "job.yaml:2:", "model.moe.layers", {"all, every_N", "from_K"});
   require_error(R"(model:
   moe: {num_experts: 4, balance: bias}
+parallel: {dp: 2, mode: parameter_server}
+training: {micro_batch_size: 2, global_batch_size: 4}
 )",
-                "job.yaml:2:", "model.moe.balance", {"not built yet", "aux_loss or none"});
+                "job.yaml:2:", "model.moe.balance", {"parameter-server", "aux_loss or none"});
   require_error(R"(device: cuda
 model:
   moe: {num_experts: 4}

@@ -130,7 +130,7 @@ TEST_CASE("token files: llm.c header and raw uint16 are both read", "[data]") {
   TokenFile raw(dir / "raw.bin");
   CHECK(raw.format() == "raw uint16");
   REQUIRE(raw.size() == 1000);
-  CHECK(raw.tokens()[999] == toks[999]);
+  CHECK(raw.token(999) == toks[999]);
 
   std::vector<int32_t> header(256, 0);
   header[0] = TokenFile::kLlmcMagic;
@@ -144,8 +144,8 @@ TEST_CASE("token files: llm.c header and raw uint16 are both read", "[data]") {
   TokenFile llmc(dir / "llmc.bin");
   CHECK(llmc.format() == "llm.c");
   REQUIRE(llmc.size() == 1000);
-  CHECK(llmc.tokens()[0] == toks[0]);
-  CHECK(llmc.tokens()[999] == toks[999]);
+  CHECK(llmc.token(0) == toks[0]);
+  CHECK(llmc.token(999) == toks[999]);
 
   header[2] = 5000;  // claims more tokens than the file holds
   {

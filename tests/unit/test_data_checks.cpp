@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <climits>
 #include <cstdint>
@@ -100,10 +101,14 @@ TEST_CASE("llm.c header counts: negative, zero, huge and mismatched are refused"
 TEST_CASE("llm.c version and header length, raw odd sizes and empty files", "[data]") {
   ScratchDir dir("datacheck");
   const auto toks = ramp(100, 50);
+  const std::string v3 =
+      input_error_of([&] { TokenFile f(write_llmc(dir.path / "v3.bin", 3, 100, toks)); });
+  CHECK_THAT(v3, Catch::Contains("version 3 (magic 20240520) is not supported"));
+  CHECK_THAT(v3, Catch::Contains("version 1"));
+  // Version 2 holds 4-byte ids: 100 uint16 tokens are 50 of them, not the 100 claimed.
   const std::string v2 =
       input_error_of([&] { TokenFile f(write_llmc(dir.path / "v2.bin", 2, 100, toks)); });
-  CHECK_THAT(v2, Catch::Contains("version 2 is not supported"));
-  CHECK_THAT(v2, Catch::Contains("version 1"));
+  CHECK_THAT(v2, Catch::Contains("100 uint32 tokens (1424 bytes with the header)"));
 
   // The magic and then less than a whole header.
   int32_t magic = TokenFile::kLlmcMagic;
@@ -174,4 +179,61 @@ TEST_CASE("the pre-launch check: token ids against vocab_size, split sizes, a su
 
   DatasetOptions synthetic;
   CHECK(check_dataset_file(synthetic).empty());
+}
+
+TEST_CASE("uint32 token files: version 2 and llm.c's Llama 3 header, ids beyond 65535", "[data]") {
+  ScratchDir dir("datacheck32");
+  std::vector<int32_t> ids(1000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 128256);
+  data::write_token_file(dir.path / "v2.bin", ids.data(), ids.size(), 128256);
+  TokenFile v2(dir.path / "v2.bin");
+  CHECK(v2.format() == "llm.c uint32");
+  CHECK(v2.bytes_per_token() == 4);
+  REQUIRE(v2.size() == 1000);
+  for (size_t i = 0; i < ids.size(); ++i) REQUIRE(v2.token(i) == static_cast<uint32_t>(ids[i]));
+  const int32_t max_id = *std::max_element(ids.begin(), ids.end());
+  CHECK(v2.max_token() == static_cast<uint32_t>(max_id));
+  std::vector<int32_t> window(10);
+  v2.copy(990, 10, window.data());
+  CHECK(std::equal(window.begin(), window.end(), ids.begin() + 990));
+
+  // A small vocabulary is written as version 1 (uint16), which llm.c's GPT-2 loader reads.
+  std::vector<int32_t> small = {1, 2, 65535, 4};
+  data::write_token_file(dir.path / "v1.bin", small.data(), small.size(), 65536);
+  TokenFile v1(dir.path / "v1.bin");
+  CHECK(v1.format() == "llm.c");
+  CHECK(v1.token(2) == 65535);
+
+  // llm.c's own Llama 3 files: magic 20240801, version 7, uint32 ids.
+  std::vector<int32_t> header(256, 0);
+  header[0] = TokenFile::kLlmcLlama3Magic;
+  header[1] = TokenFile::kLlmcLlama3Version;
+  header[2] = 3;
+  const std::vector<uint32_t> llama = {128000, 9906, 128001};
+  {
+    std::ofstream out(dir.path / "llama3.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    out.write(reinterpret_cast<const char*>(llama.data()), 12);
+  }
+  TokenFile l3(dir.path / "llama3.bin");
+  CHECK(l3.size() == 3);
+  CHECK(l3.token(0) == 128000);
+  CHECK(l3.max_token() == 128001);
+
+  // The pre-launch check and the dataset take the ids against model.vocab_size.
+  CHECK_THAT(
+      input_error_of([&] { check_dataset_file(tokens_options(dir.path / "v2.bin", max_id)); }),
+      Catch::Contains("set model.vocab_size to at least " + std::to_string(max_id + 1)));
+  auto o = tokens_options(dir.path / "v2.bin", 128256);
+  CHECK_THAT(check_dataset_file(o), Catch::Contains("ids 0.." + std::to_string(max_id)));
+  auto ds = make_dataset(o);
+  std::vector<int32_t> x(16), y(16);
+  bool wide = false;
+  for (uint64_t i = 0; i < 20; ++i) {
+    ds->sample(Split::train, i, x.data(), y.data());
+    for (int t = 0; t < 15; ++t)
+      REQUIRE(y[static_cast<size_t>(t)] == x[static_cast<size_t>(t) + 1]);
+    for (int32_t v : x) wide = wide || v > 65535;
+  }
+  CHECK(wide);
 }

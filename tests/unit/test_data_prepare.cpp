@@ -9,6 +9,7 @@
 #include "data/manifest.h"
 #include "data/prepare.h"
 #include "data/token_file.h"
+#include "large_tokenizer.h"
 #include "test_scratch.h"
 #include "tiny_tokenizer.h"
 #include "train/data_check.h"
@@ -19,13 +20,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint16_t> all_tokens(const fs::path& dir) {
+std::vector<uint32_t> all_tokens(const fs::path& dir) {
   const data::TokenManifest m = data::read_manifest(dir);
-  std::vector<uint16_t> out;
+  std::vector<uint32_t> out;
   for (const auto* split : {&m.train, &m.val}) {
     for (const data::ShardEntry& s : *split) {
       const data::TokenFile f(dir / s.file);
-      out.insert(out.end(), f.tokens(), f.tokens() + f.size());
+      for (size_t i = 0; i < f.size(); ++i) out.push_back(f.token(i));
     }
   }
   return out;
@@ -48,7 +49,7 @@ TEST_CASE("data prepare writes llm.c shards, a manifest and the tokenizer", "[da
   o.shard_tokens = 3;
   const data::PrepareSummary s = data::prepare_tokens(tok, o);
   // "the cat" -> th e ␠ c a t; documents separated by <|endoftext|> (257).
-  const std::vector<uint16_t> expected = {256, 'e', ' ', 'c', 'a', 't', 257, 256, 257, 'x'};
+  const std::vector<uint32_t> expected = {256, 'e', ' ', 'c', 'a', 't', 257, 256, 257, 'x'};
   CHECK(all_tokens(o.out_dir) == expected);
   const data::TokenManifest m = data::read_manifest(o.out_dir);
   CHECK(m.vocab_size == 258);
@@ -136,4 +137,29 @@ TEST_CASE(
   d.vocab_size = 256;
   CHECK(input_error_of([&] { data::make_dataset(d); }).find("the tokenizer has 258 tokens") !=
         std::string::npos);
+}
+
+TEST_CASE("data prepare writes uint32 shards for a vocabulary beyond 65536 ids", "[data][vocab]") {
+  trainctl::test::ScratchDir dir("prepare32");
+  const auto tok = tokenizer::load_tokenizer(test::write_large_tokenizer(dir.path));
+  REQUIRE(tok.tokenizer.vocab_size() == 70001);
+  std::ofstream(dir.path / "a.txt") << "dsab dyaa abcd";
+  data::PrepareOptions o;
+  o.input = dir.path / "a.txt";
+  o.out_dir = dir.path / "out";
+  o.val_fraction = 0;
+  data::prepare_tokens(tok, o);
+  const data::TokenManifest m = data::read_manifest(o.out_dir);
+  CHECK(m.vocab_size == 70001);
+  REQUIRE(m.train.size() == 1);
+  const data::TokenFile f(o.out_dir / m.train[0].file);
+  CHECK(f.format() == "llm.c uint32");
+  // "dsab", " " + "dyaa" (Ġ then the word), " " + "abcd".
+  const std::vector<uint32_t> expected = {
+      static_cast<uint32_t>(test::large_tokenizer_id("dsab")), 32,
+      static_cast<uint32_t>(test::large_tokenizer_id("dyaa")), 32,
+      static_cast<uint32_t>(test::large_tokenizer_id("abcd"))};
+  CHECK(all_tokens(o.out_dir) == expected);
+  CHECK(expected[0] > 65535);
+  CHECK_THAT(data::format_manifest(m), Catch::Contains("llm.c uint32"));
 }

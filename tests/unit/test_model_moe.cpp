@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,8 @@ struct FdResult {
 
 // One MoeFfn on its own: loss = sum(y * r) + aux_scale * aux loss, its gradient against a
 // central difference along a random direction through every parameter and the input.
-FdResult fd_check(const model::ModelConfig& config, float grad_scale) {
+FdResult fd_check(const model::ModelConfig& config, float grad_scale,
+                  const std::vector<float>& bias = {}) {
   auto be = ops::make_cpu_backend({});
   model::ModelContext ctx;
   ctx.config = config;
@@ -60,6 +62,7 @@ FdResult fd_check(const model::ModelConfig& config, float grad_scale) {
   ctx.params = &params;
   model::ParamList list(ctx.shard);
   model::moe::MoeFfn ffn(ctx, list, "moe");
+  if (!bias.empty()) ffn.expert_bias() = bias;
   for (const model::ParamSpec& s : list.specs()) params.declare(s);
   params.allocate();
   params.initialize(4);
@@ -177,6 +180,85 @@ TEST_CASE("MoE router + grouped experts match a finite-difference directional de
   }
   CHECK(router_differs);
   CHECK(experts_same);
+}
+
+TEST_CASE("MoE expert bias: it changes the choice, never the gate, and its step balances",
+          "[model][moe]") {
+  model::MoeConfig cfg;
+  cfg.num_experts = 3;
+  cfg.top_k = 2;
+  cfg.score = model::MoeScore::sigmoid;
+  const std::vector<float> logits = {3, 2, 0};
+  model::moe::Routing plain, biased;
+  model::moe::route(logits.data(), 1, cfg, plain);
+  CHECK(plain.expert == std::vector<int>{0, 1});
+  // Expert 1's bias pushes it below expert 2: the choice changes, the scores do not, and
+  // the gates are the chosen experts' unbiased scores renormalised (DeepSeek-V3).
+  const std::vector<float> bias = {0.0f, -1.0f, 0.0f};
+  model::moe::route(logits.data(), 1, cfg, biased, bias.data());
+  CHECK(biased.expert == std::vector<int>{0, 2});
+  CHECK(biased.scores == plain.scores);
+  const double s0 = 1 / (1 + std::exp(-3.0)), s2 = 0.5;
+  CHECK(biased.gate[0] == Approx(s0 / (s0 + s2)).epsilon(1e-6));
+  CHECK(biased.gate[1] == Approx(s2 / (s0 + s2)).epsilon(1e-6));
+  // Softmax scores: the same rule (the gates: the chosen probabilities renormalised).
+  cfg.score = model::MoeScore::softmax;
+  model::moe::route(logits.data(), 1, cfg, biased, bias.data());
+  CHECK(biased.expert == std::vector<int>{0, 2});
+  CHECK(biased.gate[0] == Approx(1 / (1 + std::exp(-3.0))).epsilon(1e-6));
+  // The step: an expert over the mean load falls, one under it rises, one at it stays.
+  const std::vector<int64_t> counts = {5, 1, 3};
+  std::vector<float> b = {0.0f, 0.0f, 0.5f};
+  model::moe::bias_update(counts.data(), 3, 0.1f, b.data());
+  CHECK(b == std::vector<float>{-0.1f, 0.1f, 0.5f});
+  std::vector<int64_t> counted(3, 0);
+  model::moe::count_assignments(biased, 3, counted.data());
+  CHECK(counted == std::vector<int64_t>{1, 0, 1});
+}
+
+TEST_CASE("MoE with an expert bias matches a finite-difference directional derivative",
+          "[model][moe]") {
+  const auto score = GENERATE(model::MoeScore::softmax, model::MoeScore::sigmoid);
+  model::ModelConfig c = moe_config(true, score);
+  c.moe.aux_loss_coef = 0;  // balance: bias has no aux loss
+  c.moe.bias_update_rate = 1e-3f;
+  const std::vector<float> bias = {0.1f, 0.0f, -0.1f, 0.0f};
+  const FdResult r = fd_check(c, 0.25f, bias);
+  const FdResult unbiased = fd_check(c, 0.25f);
+  INFO("analytic " << r.analytic << " fd " << r.finite_difference);
+  REQUIRE(r.routing_stable);
+  CHECK(r.finite_difference == Approx(r.analytic).epsilon(2e-3));
+  CHECK(r.analytic != unbiased.analytic);  // the bias did change some choice
+}
+
+TEST_CASE("MoE statistics count the training micro-batches, not evaluation", "[model][moe]") {
+  auto be = ops::make_cpu_backend({});
+  model::ModelConfig c = moe_config(false, model::MoeScore::softmax);
+  c.moe.capacity_factor = 0.5f;
+  model::Gpt gpt(c, *be, 2, 8);
+  gpt.init_weights(3);
+  std::vector<int32_t> x, y;
+  batch(x, y, 16, c.vocab_size, 9);
+  const std::vector<model::MoeLayer> layers = gpt.moe_layers();
+  REQUIRE(layers.size() == 2);
+  CHECK((layers[0].layer == 0 && layers[1].layer == 1));
+  int64_t n = 0;
+  gpt.forward_loss(x.data(), y.data(), &n);
+  for (const model::MoeLayer& l : layers) {
+    const auto s = l.ffn->take_step_stats();
+    CHECK(std::accumulate(s.counts.begin(), s.counts.end(), int64_t{0}) == 0);
+  }
+  gpt.forward_backward(x.data(), y.data(), 1.0f / 16, &n);
+  gpt.forward_backward(x.data(), y.data(), 1.0f / 16, &n);
+  for (const model::MoeLayer& l : layers) {
+    const auto s = l.ffn->take_step_stats();
+    // Two micro-batches of 16 tokens, top 2; capacity ceil(0.5 * 16 * 2 / 4) = 4 per expert:
+    // at most 16 of each micro-batch's 32 assignments are kept.
+    CHECK(std::accumulate(s.counts.begin(), s.counts.end(), int64_t{0}) == 2 * 16 * 2);
+    CHECK(s.dropped >= 2 * 16);
+    CHECK(s.aux_sum > 0);
+    CHECK(l.ffn->take_step_stats().dropped == 0);  // taken: the next step starts afresh
+  }
 }
 
 TEST_CASE("MoE layers: Mixtral's names for llama, counts of total and active parameters",

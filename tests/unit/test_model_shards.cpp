@@ -91,6 +91,34 @@ TEST_CASE("pipeline partition balances blocks and the LM head", "[model]") {
   CHECK_THROWS_AS(model::partition_layers(kCfg, T, 5), std::invalid_argument);
 }
 
+TEST_CASE("pipeline partition: equal stages and given layer counts (uneven stages)", "[model]") {
+  model::ModelConfig six = kCfg;
+  six.n_layer = 6;
+  six.vocab_size = 16 * 12 * 16 * 2;  // the head costs more than all six blocks
+  // stage_balance: equal ignores the head; auto gives its stage fewer blocks.
+  const auto equal = model::partition_layers(six, T, 2, {.equal = true, .layers = {}});
+  CHECK(equal == std::vector<model::LayerRange>{{0, 3}, {3, 6}});
+  const auto balanced = model::partition_layers(six, T, 2);
+  CHECK(balanced[1].size() < 3);
+  CHECK_THROWS_AS(model::partition_layers(six, T, 4, {.equal = true, .layers = {}}),
+                  std::invalid_argument);
+  // layers_per_stage: exactly the counts given, in order.
+  const auto given = model::partition_layers(six, T, 3, {.layers = {1, 4, 1}});
+  CHECK(given == std::vector<model::LayerRange>{{0, 1}, {1, 5}, {5, 6}});
+  CHECK_THROWS_AS(model::partition_layers(six, T, 2, {.layers = {1, 4, 1}}),
+                  std::invalid_argument);  // wrong length
+  CHECK_THROWS_AS(model::partition_layers(six, T, 2, {.layers = {2, 3}}),
+                  std::invalid_argument);  // wrong sum
+  CHECK_THROWS_AS(model::partition_layers(six, T, 2, {.layers = {0, 6}}),
+                  std::invalid_argument);  // an empty stage
+  // Interleaved: chunk c of pipeline rank r is entry c * pp + r.
+  const model::GptShardSpec r1 =
+      model::GptShardSpec::of(six, T, 2, 1, 2, 1, 0, {.layers = {2, 1, 2, 1}});
+  CHECK(r1.chunks == std::vector<model::LayerRange>{{2, 3}, {5, 6}});
+  CHECK(r1.head);
+  CHECK_FALSE(r1.embedding);
+}
+
 TEST_CASE("TP shards start as slices of the whole model and reproduce its gradients", "[model]") {
   const int tp = GENERATE(2, 4);
   auto backend = ops::make_cpu_backend({.threads = 1});
@@ -124,7 +152,12 @@ TEST_CASE("TP shards start as slices of the whole model and reproduce its gradie
 }
 
 TEST_CASE("pipeline stages chained by hand reproduce the whole model", "[model]") {
-  const int stages = GENERATE(2, 4);
+  // Equal stages of 2 or 1 blocks, and uneven ones (parallel.layers_per_stage).
+  const std::vector<int> counts =
+      GENERATE(std::vector<int>{2, 2}, std::vector<int>{1, 1, 1, 1}, std::vector<int>{3, 1},
+               std::vector<int>{1, 3}, std::vector<int>{1, 2, 1});
+  const int stages = static_cast<int>(counts.size());
+  INFO(stages << " stages, the first of " << counts.front() << " blocks");
   auto backend = ops::make_cpu_backend({.threads = 1});
   model::Gpt whole(kCfg, *backend, B, T);
   whole.init_weights(9);
@@ -136,7 +169,8 @@ TEST_CASE("pipeline stages chained by hand reproduce the whole model", "[model]"
   std::vector<std::unique_ptr<model::Gpt>> s;
   for (int r = 0; r < stages; ++r) {
     model::GptOptions options;
-    options.shard = model::GptShardSpec::of(kCfg, T, stages, r, 1, 1, 0);
+    options.shard = model::GptShardSpec::of(kCfg, T, stages, r, 1, 1, 0, {.layers = counts});
+    REQUIRE(options.shard.chunks.front().size() == counts[static_cast<size_t>(r)]);
     options.slots = 2;
     s.push_back(std::make_unique<model::Gpt>(kCfg, *backend, B, T, options));
     s.back()->init_weights(9);

@@ -67,3 +67,16 @@ TEST_CASE("metrics.jsonl line to scalars: numbers, lists by index, booleans", "[
   CHECK(s[2] == std::pair<std::string, double>("pipeline_idle_ms/1", 3.0));
   CHECK(s[3] == std::pair<std::string, double>("skipped", 1.0));
 }
+
+TEST_CASE("metrics.jsonl MoE figures to scalars: per MoE layer, dense layers left out",
+          "[observe][moe]") {
+  const auto line = nlohmann::ordered_json::parse(
+      R"({"step":5,"moe_aux_loss":0.1,"moe_load_imbalance":[null,1.5,null,1.25],)"
+      R"("moe_expert_load":[null,[0.5,0.5],null,[0.25,0.75]],"moe_dropped_fraction":0})");
+  const Scalars s = metric_scalars(line);
+  REQUIRE(s.size() == 4);
+  CHECK(s[0] == std::pair<std::string, double>("moe_aux_loss", 0.1));
+  CHECK(s[1] == std::pair<std::string, double>("moe_load_imbalance/1", 1.5));
+  CHECK(s[2] == std::pair<std::string, double>("moe_load_imbalance/3", 1.25));
+  CHECK(s[3] == std::pair<std::string, double>("moe_dropped_fraction", 0.0));
+}

@@ -74,7 +74,7 @@ TEST_CASE("V order: rank r holds virtual stages r and 2p-1-r, rank 0 the embeddi
   config.max_seq_len = 16;
   const auto parts = model::partition_layers(config, 16, 2 * p);
   for (int r = 0; r < p; ++r) {
-    const auto shard = model::GptShardSpec::of(config, 16, p, r, 2, 1, 0, ChunkOrder::v_shape);
+    const auto shard = model::GptShardSpec::of(config, 16, p, r, 2, 1, 0, {}, ChunkOrder::v_shape);
     REQUIRE(shard.chunks.size() == 2);
     CHECK(shard.chunks[0] == parts[static_cast<size_t>(r)]);
     CHECK(shard.chunks[1] == parts[static_cast<size_t>(2 * p - 1 - r)]);
@@ -82,7 +82,7 @@ TEST_CASE("V order: rank r holds virtual stages r and 2p-1-r, rank 0 the embeddi
     CHECK(shard.head == (r == 0));
     CHECK_FALSE(shard.tied_copy());  // the head and wte share rank 0: no copy to exchange
   }
-  CHECK_THROWS_AS(model::GptShardSpec::of(config, 16, p, 0, 3, 1, 0, ChunkOrder::v_shape),
+  CHECK_THROWS_AS(model::GptShardSpec::of(config, 16, p, 0, 3, 1, 0, {}, ChunkOrder::v_shape),
                   std::invalid_argument);
 }
 

@@ -4,6 +4,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
@@ -323,6 +324,24 @@ void GlooCommunicator::barrier() {
     gloo::BarrierOptions opts(context_);
     opts.setTimeout(options_.timeout);
     gloo::barrier(opts);
+  });
+}
+
+void GlooCommunicator::alltoallv(const float* in, const size_t* send_counts, float* out,
+                                 const size_t* recv_counts) {
+  const auto p = static_cast<size_t>(size());
+  if (p == 1) {  // a group of one has no transport (its context is never connected)
+    std::copy(in, in + send_counts[0], out);
+    return;
+  }
+  guarded("alltoallv", [&] {
+    if (shm_) return shm_->alltoallv(in, send_counts, out, recv_counts);
+    std::vector<int64_t> sends(send_counts, send_counts + p), recvs(recv_counts, recv_counts + p);
+    gloo::AlltoallvOptions opts(context_);
+    opts.setInput(const_cast<float*>(in), sends);  // Gloo's buffers are not const-aware
+    opts.setOutput(out, recvs);
+    opts.setTimeout(options_.timeout);
+    gloo::alltoallv(opts);
   });
 }
 

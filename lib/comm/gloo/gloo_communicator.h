@@ -45,6 +45,9 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<PendingSend> isend(const void* data, size_t bytes, int dst,
                                      uint32_t tag) override;
   void barrier() override;
+  // Shared memory when the group has it, else Gloo's alltoallv (pairwise TCP).
+  void alltoallv(const float* in, const size_t* send_counts, float* out,
+                 const size_t* recv_counts) override;
 
   std::string algorithm_name(std::string_view op, size_t count) const override;
 

@@ -174,15 +174,33 @@ ProcessGroups make_gloo_groups(std::shared_ptr<gloo::rendezvous::Store> store, c
   std::vector<int> everyone(static_cast<size_t>(layout.world_size()));
   for (int r = 0; r < layout.world_size(); ++r) everyone[static_cast<size_t>(r)] = r;
 
-  // Every rank connects its groups in the same order (world, dp, tp, pp); groups of one
+  // Every rank connects its groups in the same order (world, dp, tp, pp, cp); groups of one
   // kind are disjoint, so each connectFullMesh waits only for ranks doing the same step.
   groups.world = connect_group(*store, device, {"world", 0, everyone}, rank, options);
-  groups.dp = connect_group(
-      *store, device, {"dp", dp_group_index(layout, rank), dp_group(layout, rank)}, rank, options);
+  // With context parallelism the gradient group spans dp x cp (the CP ranks hold the same
+  // parameters and see different tokens); the data sampler keeps using the dp coordinate.
+  const Coord at = groups.coord;
+  groups.dp = layout.cp == 1
+                  ? connect_group(*store, device,
+                                  {"dp", dp_group_index(layout, rank), dp_group(layout, rank)},
+                                  rank, options)
+                  : connect_group(*store, device,
+                                  {"dpcp", at.pp * layout.tp + at.tp, dp_cp_group(layout, rank)},
+                                  rank, options);
   groups.tp = connect_group(
       *store, device, {"tp", tp_group_index(layout, rank), tp_group(layout, rank)}, rank, options);
   groups.pp = connect_group(
       *store, device, {"pp", pp_group_index(layout, rank), pp_group(layout, rank)}, rank, options);
+  groups.cp = connect_group(
+      *store, device, {"cp", cp_group_index(layout, rank), cp_group(layout, rank)}, rank, options);
+  if (layout.ep > 1) {
+    groups.ep =
+        connect_group(*store, device, {"ep", ep_group_index(layout, rank), ep_group(layout, rank)},
+                      rank, options);
+    groups.edp = connect_group(*store, device,
+                               {"edp", edp_group_index(layout, rank), edp_group(layout, rank)},
+                               rank, options);
+  }
   return groups;
 }
 

@@ -259,4 +259,41 @@ void ShmGroup::allgather(const float* in, float* out, size_t count) {
   }
 }
 
+void ShmGroup::alltoallv(const float* in, const size_t* send_counts, float* out,
+                         const size_t* recv_counts) {
+  const int p = size();
+  const auto pu = static_cast<size_t>(p), me = static_cast<size_t>(rank_);
+  const size_t step = std::max<size_t>(1, slot_floats_ / pu);
+  std::vector<size_t> in_at(pu + 1, 0), out_at(pu + 1, 0);
+  size_t longest = 0;
+  for (size_t r = 0; r < pu; ++r) {
+    in_at[r + 1] = in_at[r] + send_counts[r];
+    out_at[r + 1] = out_at[r] + recv_counts[r];
+    if (r != me) longest = std::max({longest, send_counts[r], recv_counts[r]});
+  }
+  std::copy(in + in_at[me], in + in_at[me] + send_counts[me], out + out_at[me]);
+  if (p < 2) return;
+  // Whole rounds are counted in a float: exact far beyond any block that fits in memory.
+  float rounds = static_cast<float>((longest + step - 1) / step);
+  allreduce(&rounds, 1, ReduceOp::max);
+  auto part = [&](size_t count, size_t off) {
+    return count > off ? std::min(step, count - off) : 0;
+  };
+  std::vector<Piece> pieces(pu);
+  for (size_t k = 0; k < static_cast<size_t>(rounds); ++k) {
+    const size_t off = k * step;
+    for (size_t d = 0; d < pu; ++d) {
+      const size_t n = d == me ? 0 : part(send_counts[d], off);
+      pieces[d] = {in + in_at[d] + off, d * step, n};
+    }
+    const uint32_t g = post_and_wait(pieces);
+    for (size_t s = 0; s < pu; ++s) {
+      const size_t n = s == me ? 0 : part(recv_counts[s], off);
+      if (n > 0)
+        std::memcpy(out + out_at[s] + off, slot(static_cast<int>(s), g) + me * step,
+                    n * sizeof(float));
+    }
+  }
+}
+
 }  // namespace trainctl::comm::shm

@@ -64,6 +64,9 @@ class ShmGroup {
   void allreduce(float* data, size_t count, ReduceOp op);
   void reduce_scatter(const float* in, float* out, size_t count);
   void allgather(const float* in, float* out, size_t count);
+  // Blocks of every size: a slot carries a stretch of the block to each peer per round, for
+  // as many rounds as the group's longest block needs (agreed by a one-float allreduce).
+  void alltoallv(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts);
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(peers_.size()); }

@@ -3,22 +3,28 @@
 namespace trainctl::model::moe {
 
 GroupedExperts::GroupedExperts(const ModelContext& ctx, ParamList& params,
-                               const std::string& prefix, int count)
+                               const std::string& prefix, int count, int first, bool routed)
     : ctx_(ctx), H_local_(ctx.config.moe.expert_ffn_hidden / ctx.tp_size()) {
   const int64_t C = ctx.config.d_model, H = ctx.config.moe.expert_ffn_hidden;
   const float out_std = residual_init_std(ctx.config);
+  // dim -1: replicated over the TP group.
+  auto add = [&](const std::string& name, Shape shape, Init init, float sd, bool decay, int dim) {
+    ParamSpec spec = tp_split_spec(name, std::move(shape), init, sd, decay, params.shard(), dim);
+    spec.expert = routed;
+    return params.add(std::move(spec));
+  };
   for (int i = 0; i < count; ++i) {
-    const std::string p = prefix + "." + std::to_string(i) + ".";
+    const std::string p = prefix + "." + std::to_string(first + i) + ".";
     Expert e;
     if (ctx.config.llama()) {
-      e.w_in = params.split(p + "w1.weight", {H, C}, Init::normal, kInitStd, true, 0);
-      e.w_in2 = params.split(p + "w3.weight", {H, C}, Init::normal, kInitStd, true, 0);
-      e.w_out = params.split(p + "w2.weight", {C, H}, Init::normal, out_std, true, 1);
+      e.w_in = add(p + "w1.weight", {H, C}, Init::normal, kInitStd, true, 0);
+      e.w_in2 = add(p + "w3.weight", {H, C}, Init::normal, kInitStd, true, 0);
+      e.w_out = add(p + "w2.weight", {C, H}, Init::normal, out_std, true, 1);
     } else {
-      e.w_in = params.split(p + "c_fc.weight", {H, C}, Init::normal, kInitStd, true, 0);
-      e.b_in = params.split(p + "c_fc.bias", {H}, Init::zeros, 0, false, 0);
-      e.w_out = params.split(p + "c_proj.weight", {C, H}, Init::normal, out_std, true, 1);
-      e.b_out = params.replicated(p + "c_proj.bias", {C}, Init::zeros, 0, false);
+      e.w_in = add(p + "c_fc.weight", {H, C}, Init::normal, kInitStd, true, 0);
+      e.b_in = add(p + "c_fc.bias", {H}, Init::zeros, 0, false, 0);
+      e.w_out = add(p + "c_proj.weight", {C, H}, Init::normal, out_std, true, 1);
+      e.b_out = add(p + "c_proj.bias", {C}, Init::zeros, 0, false, -1);
     }
     experts_.push_back(e);
   }

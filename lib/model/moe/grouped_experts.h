@@ -8,7 +8,9 @@
 //   gpt: c_fc [H, C] + bias, tanh-GELU, c_proj [C, H] + bias.
 // Tensor parallelism splits every expert like the dense MLP: w1/w3/c_fc by rows, w2/c_proj
 // by columns, so each TP rank holds every expert's slice of the hidden width and the
-// outputs are partial sums that the MoE layer allreduces once.
+// outputs are partial sums that the MoE layer allreduces once. With expert parallelism each
+// rank holds E / ep of the routed experts (still TP-split), and the rows are the tokens its
+// ep group sent them (model/moe/expert_dispatch.h).
 #include <string>
 #include <vector>
 
@@ -20,8 +22,11 @@ namespace trainctl::model::moe {
 class GroupedExperts {
  public:
   // Declares `count` experts: `prefix`.<first + i>.{w1,w3,w2}.weight (llama) or
-  // `prefix`.<first + i>.{c_fc,c_proj}.{weight,bias} (gpt).
-  GroupedExperts(const ModelContext& ctx, ParamList& params, const std::string& prefix, int count);
+  // `prefix`.<first + i>.{c_fc,c_proj}.{weight,bias} (gpt): their global index, so a
+  // checkpoint names each expert the same whatever the expert parallelism. `routed`: the
+  // tensors are ParamSpec::expert (held by one ep rank), not shared experts.
+  GroupedExperts(const ModelContext& ctx, ParamList& params, const std::string& prefix, int count,
+                 int first = 0, bool routed = false);
 
   int hidden_local() const { return H_local_; }
   // Floats per row of fc (llama gate | up: 2 H/tp; gpt: H/tp).

@@ -47,13 +47,14 @@ void score_row(const float* logits, int E, MoeScore score, float* s) {
   for (int e = 0; e < E; ++e) s[e] = static_cast<float>(s[e] / sum);
 }
 
-// Top-k of s[E] into chosen[k], best first, ties to the lower index.
-void top_k(const float* s, int E, int K, int* chosen) {
+// Top-k of s[E] (+ bias[E], if any) into chosen[k], best first, ties to the lower index.
+void top_k(const float* s, const float* bias, int E, int K, int* chosen) {
+  auto key = [&](int e) { return bias != nullptr ? s[e] + bias[e] : s[e]; };
   for (int j = 0; j < K; ++j) {
     int best = -1;
     for (int e = 0; e < E; ++e) {
       if (std::find(chosen, chosen + j, e) != chosen + j) continue;
-      if (best < 0 || s[e] > s[best]) best = e;
+      if (best < 0 || key(e) > key(best)) best = e;
     }
     chosen[j] = best;
   }
@@ -97,18 +98,28 @@ void dispatch(const MoeConfig& cfg, Routing& r) {
 }  // namespace
 
 void router_logits(const float* h, const float* wg, int N, int C, int E, float* logits) {
+  // Eight interleaved partial sums, combined in a fixed order: the compiler keeps them in
+  // vector registers (one running sum would stay scalar: floats do not reassociate), and
+  // every rank still adds the same numbers in the same order.
+  constexpr int kLanes = 8;
   for (int t = 0; t < N; ++t) {
     const float* x = h + static_cast<size_t>(t) * C;
     for (int e = 0; e < E; ++e) {
       const float* w = wg + static_cast<size_t>(e) * C;
+      float part[kLanes] = {};
+      int c = 0;
+      for (; c + kLanes <= C; c += kLanes) {
+        for (int l = 0; l < kLanes; ++l) part[l] += x[c + l] * w[c + l];
+      }
+      for (; c < C; ++c) part[0] += x[c] * w[c];
       float acc = 0.0f;
-      for (int c = 0; c < C; ++c) acc += x[c] * w[c];
+      for (int l = 0; l < kLanes; ++l) acc += part[l];
       logits[static_cast<size_t>(t) * E + e] = acc;
     }
   }
 }
 
-void route(const float* logits, int N, const MoeConfig& cfg, Routing& r) {
+void route(const float* logits, int N, const MoeConfig& cfg, Routing& r, const float* bias) {
   const int E = cfg.num_experts, K = cfg.top_k;
   r.N = N;
   r.scores.resize(static_cast<size_t>(N) * E);
@@ -118,7 +129,7 @@ void route(const float* logits, int N, const MoeConfig& cfg, Routing& r) {
     float* s = r.scores.data() + static_cast<size_t>(t) * E;
     score_row(logits + static_cast<size_t>(t) * E, E, cfg.score, s);
     int* chosen = r.expert.data() + static_cast<size_t>(t) * K;
-    top_k(s, E, K, chosen);
+    top_k(s, bias, E, K, chosen);
     double sum = 0;
     for (int j = 0; j < K; ++j) sum += s[chosen[j]];
     for (int j = 0; j < K; ++j) {
@@ -126,6 +137,24 @@ void route(const float* logits, int N, const MoeConfig& cfg, Routing& r) {
     }
   }
   dispatch(cfg, r);
+}
+
+void count_assignments(const Routing& r, int E, int64_t* counts) {
+  for (const int e : r.expert) {
+    if (e >= 0 && e < E) ++counts[e];
+  }
+}
+
+void bias_update(const int64_t* counts, int E, float rate, float* bias) {
+  int64_t total = 0;
+  for (int e = 0; e < E; ++e) total += counts[e];
+  // Compared as counts * E against the total: exact integers, so every rank (which holds
+  // the same counts) moves every bias the same way.
+  for (int e = 0; e < E; ++e) {
+    const int64_t scaled = counts[e] * E;
+    if (scaled < total) bias[e] += rate;
+    if (scaled > total) bias[e] -= rate;
+  }
 }
 
 double aux_loss_sum(const Routing& r, int T, const MoeConfig& cfg) {

@@ -5,9 +5,15 @@
 //
 //   logits = h Wg^T [N, E]
 //   scores: softmax(logits) (Mixtral) or sigmoid(logits) (DeepSeek-V3)
-//   top_k experts per token by score, ties to the lower index;
+//   top_k experts per token by score (+ the expert bias, when given), ties to the lower
+//   index;
 //   gates: the chosen scores renormalised to sum 1 (softmax: the softmax over the chosen
 //   logits, as Mixtral; sigmoid: s / sum of the chosen s, as DeepSeek-V3).
+//
+// The expert bias (balance: bias, DeepSeek-V3's auxiliary-loss-free balancing) changes only
+// which experts a token chooses, never its gates: they are the chosen experts' unbiased
+// scores. After each optimizer step every bias moves by update_rate towards balance
+// (bias_update below), from the step's token counts summed over every token of the step.
 //
 // Dispatch groups the (token, choice) assignments by expert, tokens ascending within each,
 // then every token once for each shared expert (gate 1). With a capacity (capacity_factor
@@ -42,8 +48,16 @@ struct Routing {
 
 // logits [N, E] = h [N, C] Wg^T.
 void router_logits(const float* h, const float* wg, int N, int C, int E, float* logits);
-// Scores, choices, gates and the dispatch of one micro-batch.
-void route(const float* logits, int N, const MoeConfig& cfg, Routing& r);
+// Scores, choices, gates and the dispatch of one micro-batch. `bias` [E] (or null):
+// added to the scores for the choice only.
+void route(const float* logits, int N, const MoeConfig& cfg, Routing& r,
+           const float* bias = nullptr);
+// Routed assignments per expert (counts[E] +=), before any capacity drop: the load the
+// bias balances.
+void count_assignments(const Routing& r, int E, int64_t* counts);
+// DeepSeek-V3's bias step: b_e += rate * sign(mean load - load_e) (an overloaded expert's
+// bias falls, an idle one's rises), from one step's `counts` [E] over all of its tokens.
+void bias_update(const int64_t* counts, int E, float rate, float* bias);
 // The aux loss of the micro-batch's sequences of T tokens, summed over them (not averaged).
 double aux_loss_sum(const Routing& r, int T, const MoeConfig& cfg);
 // dlogits [N, E] (=) from dgate [N, k] and, with aux_scale != 0, the aux loss weighted

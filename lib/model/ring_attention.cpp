@@ -1,0 +1,172 @@
+#include "model/ring_attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "model/attention_blocks.h"
+
+namespace trainctl::model {
+
+RingAttention::RingAttention(const ops::AttentionShape& shape, const ContextChunks& chunks,
+                             comm::RingExchange* ring)
+    : shape_(shape), chunks_(chunks), ring_(ring) {
+  if (shape.T != chunks.local_len()) {
+    throw std::invalid_argument("ring attention: local length " + std::to_string(shape.T) +
+                                " is not two chunks of " + std::to_string(chunks.chunk));
+  }
+}
+
+int64_t RingAttention::kv_floats() const {
+  return int64_t{shape_.B} * shape_.T * 2 * shape_.n_kv_head * shape_.head_dim;
+}
+
+void RingAttention::allocate(ActivationArena& arena) {
+  const int64_t kv = kv_floats();
+  const int64_t rows = int64_t{shape_.B} * shape_.n_head * shape_.T;
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = std::to_string(i);
+    kv_[i] = arena.shared("attention.ring.kv" + n, kv, MemoryUse::workspace);
+    dkv_[i] = arena.shared("attention.ring.dkv" + n, kv, MemoryUse::workspace);
+  }
+  dkv_in_ = arena.shared("attention.ring.dkv_in", kv, MemoryUse::workspace);
+  delta_ = arena.shared("attention.ring.delta", rows, MemoryUse::workspace);
+  scratch_ =
+      arena.shared("attention.ring.scratch",
+                   head_block_scratch_floats(chunks_.chunk, shape_.head_dim), MemoryUse::workspace);
+}
+
+void RingAttention::pack_kv(const float* qkv, float* kv) const {
+  const int64_t W = shape_.qkv_width(), KW = 2 * int64_t{shape_.n_kv_head} * shape_.head_dim;
+  const int64_t q = shape_.q_width();
+  for (int64_t r = 0; r < int64_t{shape_.B} * shape_.T; ++r) {
+    std::memcpy(kv + r * KW, qkv + r * W + q, sizeof(float) * static_cast<size_t>(KW));
+  }
+}
+
+void RingAttention::attend(ops::Backend& be, const float* qkv, const float* kv, int src, float* out,
+                           float* lse) {
+  const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim, NH = shape_.n_head;
+  const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd, OW = shape_.q_width();
+  const int group = NH / shape_.n_kv_head;
+  for (int b = 0; b < shape_.B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int qi = 0; qi < 2; ++qi) {
+        const int64_t qrow = int64_t{b} * T + qi * c;
+        for (int kj = 0; kj < 2; ++kj) {
+          const int64_t krow = int64_t{b} * T + kj * c;
+          HeadBlock blk;
+          blk.q = qkv + qrow * W + h * hd;
+          blk.ldq = W;
+          blk.k = kv + krow * KW + (h / group) * hd;
+          blk.v = blk.k + shape_.n_kv_head * hd;
+          blk.ldkv = KW;
+          blk.nq = blk.nk = c;
+          blk.head_dim = hd;
+          blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
+          blk.kpos0 = chunks_.first_position(kj, src);
+          head_block_forward(be, blk, out + qrow * OW + h * hd, OW,
+                             lse + (int64_t{b} * NH + h) * T + qi * c, scratch_);
+        }
+      }
+    }
+  }
+}
+
+void RingAttention::forward(ops::Backend& be, float* out, float* lse, const float* qkv) {
+  const int cp = chunks_.cp, r = chunks_.rank;
+  std::fill(out, out + int64_t{shape_.B} * shape_.T * shape_.q_width(), 0.0f);
+  std::fill(lse, lse + int64_t{shape_.B} * shape_.n_head * shape_.T,
+            -std::numeric_limits<float>::infinity());
+  pack_kv(qkv, kv_[0]);
+  const size_t bytes = sizeof(float) * static_cast<size_t>(kv_floats());
+  int cur = 0;
+  for (int s = 0; s < cp; ++s) {
+    // The block now held came from rank r - s; send it on while attending to it.
+    const int64_t ticket = s + 1 < cp ? ring_->start(kv_[cur], kv_[1 - cur], bytes) : 0;
+    attend(be, qkv, kv_[cur], (r - s + cp) % cp, out, lse);
+    if (ticket != 0) ring_->wait(ticket);
+    cur = 1 - cur;
+  }
+}
+
+void RingAttention::attend_backward(ops::Backend& be, const float* qkv, const float* kv, int src,
+                                    const float* dout, const float* lse, float* dqkv, float* dkv) {
+  const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim, NH = shape_.n_head;
+  const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd, OW = shape_.q_width();
+  const int group = NH / shape_.n_kv_head;
+  for (int b = 0; b < shape_.B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int qi = 0; qi < 2; ++qi) {
+        const int64_t qrow = int64_t{b} * T + qi * c;
+        const int64_t lrow = (int64_t{b} * NH + h) * T + qi * c;
+        for (int kj = 0; kj < 2; ++kj) {
+          const int64_t krow = int64_t{b} * T + kj * c;
+          const int64_t kcol = (h / group) * hd;
+          HeadBlock blk;
+          blk.q = qkv + qrow * W + h * hd;
+          blk.ldq = W;
+          blk.k = kv + krow * KW + kcol;
+          blk.v = blk.k + shape_.n_kv_head * hd;
+          blk.ldkv = KW;
+          blk.nq = blk.nk = c;
+          blk.head_dim = hd;
+          blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
+          blk.kpos0 = chunks_.first_position(kj, src);
+          float* dk = dkv + krow * KW + kcol;
+          head_block_backward(be, blk, dout + qrow * OW + h * hd, OW, lse + lrow, delta_ + lrow,
+                              dqkv + qrow * W + h * hd, W, dk, dk + shape_.n_kv_head * hd, KW,
+                              scratch_);
+        }
+      }
+    }
+  }
+}
+
+void RingAttention::backward(ops::Backend& be, float* dqkv, const float* dout, const float* qkv,
+                             const float* out, const float* lse) {
+  const int cp = chunks_.cp, r = chunks_.rank, T = shape_.T, hd = shape_.head_dim;
+  const int64_t N = int64_t{shape_.B} * T, W = shape_.qkv_width(), OW = shape_.q_width();
+  const int64_t kvn = kv_floats();
+  const size_t bytes = sizeof(float) * static_cast<size_t>(kvn);
+  std::fill(dqkv, dqkv + N * W, 0.0f);
+  for (int b = 0; b < shape_.B; ++b) {  // delta = rowsum(dout * out), per head
+    for (int t = 0; t < T; ++t) {
+      const int64_t row = (int64_t{b} * T + t) * OW;
+      for (int h = 0; h < shape_.n_head; ++h) {
+        float d = 0.0f;
+        for (int i = 0; i < hd; ++i) d += dout[row + h * hd + i] * out[row + h * hd + i];
+        delta_[(int64_t{b} * shape_.n_head + h) * T + t] = d;
+      }
+    }
+  }
+  pack_kv(qkv, kv_[0]);
+  int cur = 0;
+  int64_t dkv_ticket = 0;
+  for (int s = 0; s < cp; ++s) {
+    // K/V of rank r - s is held: send it on (the next step's block arrives meanwhile),
+    // attend to it, add the dK/dV the ranks before this one computed for it, send that on.
+    const int64_t kv_ticket = s + 1 < cp ? ring_->start(kv_[cur], kv_[1 - cur], bytes) : 0;
+    float* dkv = dkv_[s % 2];  // the exchange two steps back that sent it has been waited
+    std::fill(dkv, dkv + kvn, 0.0f);
+    attend_backward(be, qkv, kv_[cur], (r - s + cp) % cp, dout, lse, dqkv, dkv);
+    if (dkv_ticket != 0) {
+      ring_->wait(dkv_ticket);
+      for (int64_t i = 0; i < kvn; ++i) dkv[i] += dkv_in_[i];
+    }
+    // After the last step this brings this rank's own block home, complete.
+    dkv_ticket = ring_->start(dkv, dkv_in_, bytes);
+    if (kv_ticket != 0) ring_->wait(kv_ticket);
+    cur = 1 - cur;
+  }
+  ring_->wait(dkv_ticket);
+  const int64_t q = OW, KW = 2 * int64_t{shape_.n_kv_head} * hd;
+  for (int64_t row = 0; row < N; ++row) {
+    float* d = dqkv + row * W + q;
+    const float* g = dkv_in_ + row * KW;
+    for (int64_t i = 0; i < KW; ++i) d[i] += g[i];
+  }
+}
+
+}  // namespace trainctl::model
