@@ -11,6 +11,10 @@
    equal steps, batch and seed; bits per byte on the held-out tenth. The MoE model has
    the dense model's active parameters per token (and 4x its feed-forward parameters).
 
+3. Expert parallelism (unless --no-ep): scripts/bench/bench_moe_ep.py in the same
+   invocation, an MoE model at dp 2 with ep 2 against ep 1 (tokens/s, the all-to-all's
+   share of the step).
+
 Prints one JSON line per case and a markdown table (docs/benchmarks.md).
 Usage (a Python with `tokenizers`, e.g. build/hfvenv or build/tokvenv):
   build/hfvenv/bin/python scripts/bench/bench_moe.py [--trainctl build/trainctl]
@@ -171,6 +175,7 @@ def main():
                                                    "tinyshakespeare.txt"))
     ap.add_argument("--no-text", action="store_true", help="the speed comparison only")
     ap.add_argument("--no-speed", action="store_true", help="the text comparison only")
+    ap.add_argument("--no-ep", action="store_true", help="skip bench_moe_ep.py (ep 2 vs ep 1)")
     ap.add_argument("--models", default="dense,moe", help="the text comparison's models")
     ap.add_argument("--out", default="/tmp/bench-moe")
     ap.add_argument("--experts", type=int, default=8)
@@ -194,6 +199,10 @@ def main():
     tc = os.path.abspath(args.trainctl)
     if not args.no_speed:
         speed_table(args, tc)
+    if not args.no_ep:
+        print("\n$ scripts/bench/bench_moe_ep.py (expert parallelism: ep 2 vs ep 1 at dp 2)", flush=True)
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench", "bench_moe_ep.py"),
+                        "--trainctl", tc], check=True)
     if args.no_text:
         return
     text_table(args, tc)

@@ -2,7 +2,10 @@
 """Pipeline schedules on this machine: measured bubble vs theory, step time, memory.
 
 Runs, in one invocation, a GPT whose stages are balanced (8 blocks, small vocabulary, so
-the LM head adds little to the last stage), one worker thread per stage, with m
+the LM head adds little to the last stage; d_model 512 by default, so that as in real
+models the matrix products dominate each block and W, the weight-gradient half of the
+backward, is about as long as B: --d-model 128 shows a model whose attention and
+elementwise backward, which stay in B, make W short), one worker thread per stage, with m
 micro-batches per step (default m in {4, 8}; pp = 2 on a 2-core machine, --pp 4 where
 there are 4 cores: stages sharing a core hide the bubble):
   - trainctl, one worker with 1 thread (the same global batch, accumulation m);
@@ -26,7 +29,7 @@ Then, in the same invocation, scripts/bench/bench_stage_balance.py (parallel.sta
 auto against the equal split on a 32k-vocabulary GPT, pp 2), unless --no-stage-balance.
 
 Usage: scripts/bench/bench_pipeline.py [--trainctl build/trainctl] [--steps 10] [--pp 2]
-                                       [--micro-batches 4 8] [--repeats 3]
+                                       [--micro-batches 4 8] [--repeats 3] [--d-model 512]
                                        [--schedules 1f1b zb1p zbv] [--no-stage-balance]
 """
 import argparse
@@ -38,7 +41,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL = {"vocab_size": 64, "seq_len": 128, "n_layer": 8, "n_head": 4, "d_model": 128}
+MODEL = {"vocab_size": 64, "seq_len": 128, "n_layer": 8, "n_head": 8, "d_model": 512}
 MICRO_BATCH = 4
 WARMUP_STEPS = 3  # first-touch page faults, thread start
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb1p", "zbv")
@@ -138,10 +141,13 @@ def main():
     ap.add_argument("--micro-batches", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds over every case, interleaved; the table shows medians")
+    ap.add_argument("--d-model", type=int, default=MODEL["d_model"])
     ap.add_argument("--schedules", nargs="+", choices=SCHEDULES, default=list(SCHEDULES))
     ap.add_argument("--no-stage-balance", action="store_true",
                     help="skip bench_stage_balance.py (stage_balance auto vs equal)")
     args = ap.parse_args()
+    MODEL["d_model"] = args.d_model
+    MODEL["n_head"] = max(1, args.d_model // 64)
     runs, plan_text = {}, None
     for _ in range(args.repeats):
         for m in args.micro_batches:
