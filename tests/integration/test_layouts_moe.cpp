@@ -320,6 +320,26 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
   }
 }
 
+// bf16 and fp16 matrix products (fp16 with its dynamic loss scale) with expert parallelism:
+// the experts' products round the same operands whichever rank runs them, and the
+// all-to-all moves fp32 rows, so each layout stays within the reach of the format's own
+// rounding of the single worker in the same precision (integration/rounding_bounds.h).
+TEST_CASE("MoE: expert parallelism under bf16 and fp16 reproduces the single worker",
+          "[train][layout][moe][ep][mixed]") {
+  TempDir dir("layouts-moe-ep-mixed");
+  const std::string model = model_of("llama", "aux_loss");
+  const Run fp32 = train_layout(dir.path(), "fp32-d1", model, "{dp: 1}");
+  for (const std::string precision : {"bf16", "fp16"}) {
+    const std::string extra = "precision: {compute: " + precision + "}\n";
+    const Run one = train_layout(dir.path(), precision + "-d1", model, "{dp: 1}", extra);
+    for (const auto& [name, parallel] : std::vector<std::pair<std::string, std::string>>{
+             {"d2e2", "{dp: 2, ep: 2}"}, {"d2e2p2", "{dp: 2, ep: 2, pp: 2}"}}) {
+      const Run run = train_layout(dir.path(), precision + "-" + name, model, parallel, extra);
+      check_within_rounding(precision + " " + name, run.losses, one.losses, fp32.losses);
+    }
+  }
+}
+
 TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][moe][ep]") {
   TempDir dir("resume-moe-ep");
   const std::string model = model_of("llama", "aux_loss");
