@@ -34,15 +34,16 @@ size_t DeferredWeightGrads::kept_floats() const {
   return n;
 }
 
-int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& shard,
-                               int64_t tokens) {
+int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& shard, int64_t tokens,
+                               bool inputs_in_slot) {
   const int64_t C = config.d_model, t = shard.tp_size, H = config.mlp_hidden();
+  const int64_t in = inputs_in_slot ? 0 : 1;
   // (input, output gradient) of: the q|k|v (c_attn) product, the attention's output
   // projection, then the dense feed-forward's up (c_fc, or gate|up) and down products.
   // Mixture-of-experts feed-forwards compute their weight gradients in B.
-  const int64_t attention = (C + config.qkv_rows() / t) + (C / t + C);
+  const int64_t attention = (in * C + config.qkv_rows() / t) + (in * C / t + C);
   const int64_t up_width = config.llama() ? 2 * H : H;
-  const int64_t feed_forward = (C + up_width / t) + (H / t + C);
+  const int64_t feed_forward = (in * C + up_width / t) + (in * H / t + C);
   int64_t per_token = 0;
   for (const LayerRange& chunk : shard.chunks) {
     int64_t of_chunk = 0;

@@ -3,10 +3,12 @@
 // of the zero-bubble pipeline schedules (parallel/zero_bubble_schedule.h). B, the backward
 // pass that computes input gradients, runs with ModelContext::defer pointing here; each
 // linear layer then computes its input gradient at once and records its weight (and bias)
-// gradient product instead of running it, with copies of the two operands it reads (the
-// layer's input and the gradient of its output), because B's later layers and the next
-// micro-batches overwrite the buffers holding them (shared workspaces, recomputed
-// activations, slots given back). Gradient pieces reported during B are recorded in order
+// gradient product instead of running it, with a copy of the gradient of its output (B's
+// later layers overwrite the shared buffer holding it). The layer's input is read where the
+// forward stored it, in the micro-batch's activation slot, which the pipeline executor
+// holds until W; where inputs live elsewhere (recomputed into shared buffers, all-gathered
+// under sequence parallelism, context parallelism: ModelContext::deferred_inputs_in_slot)
+// it is copied too. Gradient pieces reported during B are recorded in order
 // behind their products, so data parallelism starts reducing a layer's gradients only when
 // its W has made them final. run() then does the products in B's order, with the same
 // kernels on the same values: the sums are bitwise those of an undivided backward.
@@ -55,11 +57,12 @@ class DeferredWeightGrads {
 };
 
 // Floats one B keeps for its W on the rank holding `shard` (the copies of each deferred
-// linear layer's input and output gradient), for micro-batches of `tokens` tokens: the
-// memory plan's count (DeferredWeightGrads allocates exactly these, one buffer each). A B
-// covers one chunk: with several chunks (zbv), the largest chunk's (the executor reuses
-// its holders across chunks, so each grows to that).
-int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& shard,
-                               int64_t tokens);
+// linear layer's output gradient, and of its input unless `inputs_in_slot`:
+// ModelContext::deferred_inputs_in_slot), for micro-batches of `tokens` tokens: the memory
+// plan's count (DeferredWeightGrads allocates exactly these, one buffer each). A B covers
+// one chunk: with several chunks (zbv), the largest chunk's (the executor reuses its
+// holders across chunks, so each grows to that).
+int64_t deferred_weight_floats(const ModelConfig& config, const GptShardSpec& shard, int64_t tokens,
+                               bool inputs_in_slot);
 
 }  // namespace trainctl::model

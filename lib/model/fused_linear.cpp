@@ -47,7 +47,8 @@ void fused_weight_grads(const ModelContext& ctx, const float* dout, int out_widt
   }
   const size_t N = static_cast<size_t>(ctx.N());
   const float* kept_dout = ctx.defer->keep(dout, N * static_cast<size_t>(out_width));
-  const float* kept_inp = ctx.defer->keep(inp, N * static_cast<size_t>(IC));
+  const float* kept_inp =
+      ctx.deferred_inputs_in_slot() ? inp : ctx.defer->keep(inp, N * static_cast<size_t>(IC));
   ctx.defer->add([&ctx, kept_dout, out_width, kept_inp, weights = std::move(weights), IC] {
     weight_grads_now(ctx, kept_dout, out_width, kept_inp, weights, IC);
   });
@@ -65,7 +66,8 @@ void linear_backward_split(const ModelContext& ctx, float* dinp, int weight, int
   }
   // The copies first: dinp may be a buffer the caller's inp or dout lived in.
   const float* kept_dout = ctx.defer->keep(dout, static_cast<size_t>(N) * OC);
-  const float* kept_inp = ctx.defer->keep(inp, static_cast<size_t>(N) * IC);
+  const float* kept_inp =
+      ctx.deferred_inputs_in_slot() ? inp : ctx.defer->keep(inp, static_cast<size_t>(N) * IC);
   if (dinp != nullptr) {
     be.gemm(false, false, N, IC, OC, 1.0f, dout, OC, w.data(weight), IC, 0.0f, dinp, IC);
   }

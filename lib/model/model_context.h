@@ -52,6 +52,13 @@ struct ModelContext {
   size_t NC() const { return static_cast<size_t>(N()) * config.d_model; }
   int tp_size() const { return shard.tp_size; }
   bool sp() const { return sequence_parallel && shard.tp_size > 1; }
+  // Whether every deferred linear product's input is an activation the forward stored in
+  // the micro-batch's slot, which the pipeline executor holds until W: then W reads it
+  // there and B copies only the output gradient. Not under recomputation (inputs rebuilt in
+  // shared buffers), sequence parallelism (all-gathered inputs) or context parallelism.
+  bool deferred_inputs_in_slot() const {
+    return recompute == Recompute::none && !sp() && !cp.active();
+  }
   // Token rows of the residual stream on this rank: N, or N / tp under sequence parallelism.
   int rows() const { return sp() ? N() / shard.tp_size : N(); }
   size_t rows_C() const { return static_cast<size_t>(rows()) * config.d_model; }

@@ -126,9 +126,10 @@ int activation_slots_needed(const std::vector<Instruction>& program) {
   std::vector<int> live(static_cast<size_t>(max_chunk(program)) + 1, 0);
   int peak = 0;
   for (const Instruction& i : program) {
+    // A slot is held from F to the backward, or to W where B and W are split.
     if (i.kind == OpKind::forward) {
       peak = std::max(peak, ++live[static_cast<size_t>(i.chunk)]);
-    } else if (is_input_backward(i.kind)) {
+    } else if (i.kind == OpKind::backward || i.kind == OpKind::backward_weight) {
       --live[static_cast<size_t>(i.chunk)];
     }
   }
@@ -302,13 +303,15 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
     receiver.chunk = to;
     local_grads[slots.key(receiver)] = stage_grad(input_grad);
   }
-  // The slot is free once the activation it sent has left (W works on its own copies).
+  // The slot is free once the activation it sent has left, and, after a B, once its W has
+  // run: W may read the linear layers' inputs where the forward left them in the slot
+  // (model/deferred_weight_grads.h).
   auto sent = activation_sends.find(k);
   if (sent != activation_sends.end()) {
     timed(&result.idle_s, [&] { sent->second->wait(); });
     activation_sends.erase(sent);
   }
-  slots.release(ins, s);
+  if (ins.kind != OpKind::backward_input) slots.release(ins, s);
   output_of.erase(k);
 }
 
@@ -320,6 +323,7 @@ void PipelineExecutor::Step::backward_weight(const Instruction& ins) {
   it->second->run();
   x.weight_grads_free_.push_back(std::move(it->second));
   weights_pending.erase(it);
+  slots.release(ins, slots.of(ins));
 }
 
 std::unique_ptr<model::DeferredWeightGrads> PipelineExecutor::take_weight_grads() {

@@ -32,7 +32,8 @@
 namespace trainctl::parallel {
 
 // The most (chunk, micro-batch) pairs of one chunk held between forward and backward (or
-// backward_input) at once: the activation slots the model needs for `program`.
+// backward_weight, where B and W are split: W reads inputs kept in the slot) at once: the
+// activation slots the model needs for `program`.
 int activation_slots_needed(const std::vector<Instruction>& program);
 // The most backward_inputs of `program` whose backward_weight has not run yet, at once: the
 // kept weight-gradient work the executor holds (model::deferred_weight_floats each).

@@ -92,10 +92,14 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
-  const int64_t tokens = int64_t{spec.training.micro_batch_size} * spec.model.seq_len;
-  b.activations +=
-      parallel::weight_grads_held(program) *
-      static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens)) * kFloat;
+  // Each rank runs seq_len / cp tokens of a sequence.
+  const int64_t tokens = int64_t{spec.training.micro_batch_size} * (spec.model.seq_len / par.cp);
+  const bool inputs_in_slot = options.recompute == model::Recompute::none &&
+                              !(par.sequence_parallel && par.tp > 1) && par.cp == 1;
+  b.activations += parallel::weight_grads_held(program) *
+                   static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens,
+                                                                     inputs_in_slot)) *
+                   kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
   if (config.moe.enabled()) {
     b.experts_per_layer = config.moe.num_experts / par.ep;
