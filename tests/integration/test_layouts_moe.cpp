@@ -379,7 +379,7 @@ TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][
   }
 }
 
-TEST_CASE("MoE: plan and validate print each rank's experts; plan --cluster costs the all-to-all",
+TEST_CASE("MoE: plan and validate print each rank's experts, plan --cluster costs the all-to-all",
           "[plan][moe][ep]") {
   TempDir dir("plan-moe-ep");
   const fs::path job = dir.path() / "job.yaml";

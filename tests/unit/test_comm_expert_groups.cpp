@@ -14,7 +14,7 @@
 namespace comm = trainctl::comm;
 using comm::testing::run_ranks;
 
-TEST_CASE("ep groups are consecutive DP ranks; edp groups the DP ranks with the same experts",
+TEST_CASE("ep groups are consecutive DP ranks, edp groups the DP ranks with the same experts",
           "[comm][ep]") {
   comm::Layout layout{4, 2, 2};
   layout.ep = 2;

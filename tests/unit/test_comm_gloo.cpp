@@ -172,7 +172,7 @@ TEST_CASE("bad peers and roots are rejected before any communication", "[comm]")
   CHECK_THROWS_WITH(c.broadcast(&x, 1, 2), Catch::Contains("tp[3]"));
 }
 
-TEST_CASE("isend lets two ranks send to each other at once; tags pick the message", "[comm]") {
+TEST_CASE("isend lets two ranks send to each other at once, tags pick the message", "[comm]") {
   gloo::rendezvous::HashStore store;
   run_ranks(2, [&](int rank) {
     comm::GlooCommunicator c(connect_world(store, rank, 2), "pp[0]");

@@ -14,7 +14,7 @@
 using namespace trainctl;
 using namespace trainctl::data;
 
-TEST_CASE("keyed_permutation is a bijection of [0, n) for any n", "[data][epochs]") {
+TEST_CASE("keyed_permutation is a bijection of 0..n-1 for any n", "[data][epochs]") {
   for (uint64_t n : {1ull, 2ull, 3ull, 5ull, 16ull, 17ull, 1000ull, 4097ull}) {
     std::set<uint64_t> seen;
     for (uint64_t x = 0; x < n; ++x) {

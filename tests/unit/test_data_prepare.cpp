@@ -90,7 +90,7 @@ TEST_CASE("data prepare refuses empty, non-UTF-8 and malformed input", "[data]")
 }
 
 TEST_CASE(
-    "a tokens directory trains; a model.vocab_size below the tokenizer's is refused at its line",
+    "a tokens directory trains, a model.vocab_size below the tokenizer's is refused at its line",
     "[data]") {
   trainctl::test::ScratchDir dir("prepare_train");
   const auto tok = tokenizer::load_tokenizer(test::write_tiny_tokenizer(dir.path));

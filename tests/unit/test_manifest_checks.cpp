@@ -119,7 +119,7 @@ TEST_CASE("a shard listed twice, or in both splits, is refused", "[data]") {
   CHECK(has(p.dataset_error(), "val_copy.bin: is the same file as another shard"));
 }
 
-TEST_CASE("a vocab_size below the shards' ids is refused; the ids are scanned anyway", "[data]") {
+TEST_CASE("a vocab_size below the shards' ids is refused, the ids are scanned anyway", "[data]") {
   Prepared p;
   Json doc = p.manifest();
   doc["vocab_size"] = 200;  // the shards hold 256 (th); the model has 300

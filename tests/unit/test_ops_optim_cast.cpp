@@ -139,7 +139,7 @@ TEST_CASE("cast fp32 <-> fp16: exact values, ties, subnormals, overflow, inf and
   }
 }
 
-TEST_CASE("cast bf16 <-> fp16 goes through fp32; same-type cast copies", "[ops]") {
+TEST_CASE("cast bf16 <-> fp16 goes through fp32, same-type cast copies", "[ops]") {
   auto be = ops::make_cpu_backend(ops::BackendOptions{1});
   const std::vector<uint16_t> bf = {0x3F80, 0xC000, 0x3EAB, 0x7F80};  // 1, -2, ~0.334, inf
   std::vector<uint16_t> half(bf.size()), bf_back(bf.size());

@@ -200,7 +200,7 @@ bool closed_by_server(int fd, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-TEST_CASE("parameter servers drop a hello without a proof of the job token; the job completes",
+TEST_CASE("parameter servers drop a hello without a proof of the job token, the job completes",
           "[ps][security]") {
   Job job;
   // Before any worker: the unauthenticated hello of another process claiming worker 0
@@ -212,7 +212,7 @@ TEST_CASE("parameter servers drop a hello without a proof of the job token; the 
   job.check(job.train());
 }
 
-TEST_CASE("parameter servers refuse a worker index claimed with the wrong token; the job completes",
+TEST_CASE("parameter servers refuse a worker index claimed with the wrong token, the job completes",
           "[ps][security]") {
   Job job;
   // A real worker index and a well-formed handshake, but another job's token.
@@ -222,7 +222,7 @@ TEST_CASE("parameter servers refuse a worker index claimed with the wrong token;
   job.check(job.train());
 }
 
-TEST_CASE("parameter servers drop a second connection for a connected worker; the job completes",
+TEST_CASE("parameter servers drop a second connection for a connected worker, the job completes",
           "[ps][security]") {
   Job job;
   auto w0 = job.connect(0);

@@ -402,7 +402,7 @@ TEST_CASE("parameter servers: a reply that does not come within the timeout fail
 }
 
 TEST_CASE(
-    "parameter servers, K=2: equal workers share one update; a worker that stalls is waited "
+    "parameter servers, K=2: equal workers share one update, a worker that stalls is waited "
     "for one step at most",
     "[ps]") {
   constexpr int W = 2, S = 1;

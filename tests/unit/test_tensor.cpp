@@ -36,7 +36,7 @@ TEST_CASE("Tensor::borrow views foreign memory without owning it", "[tensor]") {
   REQUIRE_FALSE(Tensor().defined());
 }
 
-TEST_CASE("Tensor::f32 refuses other dtypes; dtype and shape helpers", "[tensor]") {
+TEST_CASE("Tensor::f32 refuses other dtypes, dtype and shape helpers", "[tensor]") {
   Tensor t = Tensor::zeros({2}, DType::fp16);
   REQUIRE_THROWS_AS(t.f32(), std::runtime_error);
   REQUIRE_THROWS_WITH(t.f32(), Catch::Contains("fp16") && Catch::Contains("expected fp32"));
