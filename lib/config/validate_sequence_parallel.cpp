@@ -21,11 +21,13 @@ void check_sequence_parallel(const JobSpec& s, const Locations& at) {
              std::to_string(p.tp) + "). Use tp in " + divisors_of(s.model.seq_len) +
              ", or a seq_len that is a multiple of " + std::to_string(p.tp) + ".");
   }
-  // Both split the token rows; their combination is not proven by the layout tests yet.
-  if (p.cp > 1) {
+  // With context parallelism each rank runs seq_len / cp tokens of a sequence, and the TP
+  // group splits those rows.
+  if (p.cp > 1 && s.model.seq_len % (p.cp * p.tp) != 0) {
     fail(at.where("parallel.sequence_parallel"), "parallel.sequence_parallel",
-         "is not combined with context parallelism yet (cp " + std::to_string(p.cp) +
-             "): use one of them (cp already divides every activation by cp).");
+         "with cp " + std::to_string(p.cp) + " needs model.seq_len (" +
+             std::to_string(s.model.seq_len) + ") divisible by cp × tp (" +
+             std::to_string(p.cp * p.tp) + "): each TP group splits its seq_len / cp tokens.");
   }
   if (s.device == Device::cuda) {
     fail(at.where("parallel.sequence_parallel"), "parallel.sequence_parallel",

@@ -1,6 +1,7 @@
 // Sequence parallelism (parallel.sequence_parallel) joins the layout-equivalence matrix
 // (DESIGN.md, "How correctness is proven"): with dp, tp and pp, every schedule, ZeRO 1/2/3,
-// recomputation, both families, MoE and reduced precision it reproduces the single worker
+// recomputation, both families, MoE, context parallelism and reduced precision it
+// reproduces the single worker
 // (and plain tensor parallelism) within float tolerance; recomputation stays bitwise; it
 // keeps less memory than tp alone, and the memory plan still matches what each rank
 // measures.
@@ -94,7 +95,11 @@ TEST_CASE("sequence parallelism reproduces the single worker on every layout",
       {"d1t4p1-sp", "{tp: 4, " + sp + "}", kGpt},
       {"llama-d1t2p1-sp", "{tp: 2, " + sp + "}", kLlama},
       {"llama-d2t2p2-sp-zero1", "{dp: 2, tp: 2, pp: 2, zero: 1, " + sp + "}", kLlama},
-      {"moe-d1t2p2-sp", "{tp: 2, pp: 2, " + sp + "}", kMoe}};
+      {"moe-d1t2p2-sp", "{tp: 2, pp: 2, " + sp + "}", kMoe},
+      // With context parallelism each TP group splits its seq_len / cp tokens.
+      {"d1t2c2-sp", "{tp: 2, cp: 2, " + sp + "}", kGpt},
+      {"llama-d1t2p2c2-sp-1f1b", "{tp: 2, pp: 2, cp: 2, schedule: 1f1b, " + sp + "}", kLlama},
+      {"d2t2c2-sp-zero1", "{dp: 2, tp: 2, cp: 2, zero: 1, " + sp + "}", kGpt}};
   const Run gpt = train(dir.path(), "gpt-d1t1p1", "{dp: 1}");
   const Run gpt_tp = train(dir.path(), "gpt-d1t2p1", "{tp: 2}");
   const Run llama = train(dir.path(), "llama-d1t1p1", "{dp: 1}", kLlama);
@@ -142,7 +147,8 @@ TEST_CASE("the memory plan models sequence parallelism as each rank measures it"
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"false", "{tp: 2, sequence_parallel: false}"},
       {"true", "{tp: 2, sequence_parallel: true}"},
-      {"pp2-true", "{tp: 2, pp: 2, schedule: gpipe, sequence_parallel: true}"}};
+      {"pp2-true", "{tp: 2, pp: 2, schedule: gpipe, sequence_parallel: true}"},
+      {"cp2-true", "{tp: 2, cp: 2, sequence_parallel: true}"}};
   for (const auto& [sp, parallel] : cases) {
     const std::string name = "tp2-sp-" + sp;
     const fs::path job = dir.path() / (name + ".yaml");
