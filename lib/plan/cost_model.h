@@ -29,7 +29,7 @@ struct CostInputs {
   double kv_fraction = 1.0;  // n_kv_head / n_head: the share of K/V in ring traffic
   int micro_batch_size = 1;
   int global_batch_size = 1;
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved | zb1p | zbv
   int virtual_stages = 1;         // chunks per stage (interleaved)
   // Blocks of each virtual stage (pp × chunks entries; virtual stage c*pp + s is chunk c of
   // pipeline stage s), as the job's partition gives them. Empty: Megatron's split, n_layer /

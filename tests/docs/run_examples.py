@@ -119,7 +119,9 @@ def without_comment(cmd):
 
 
 def sandbox(bin_path, source_dir, work):
-    shutil.copytree(os.path.join(source_dir, "configs"), os.path.join(work, "configs"))
+    # The shipped specs only: a run directory left under configs/ by a local run is not one.
+    shutil.copytree(os.path.join(source_dir, "configs"), os.path.join(work, "configs"),
+                    ignore=shutil.ignore_patterns("runs", "*.safetensors", "events.out.*"))
     for root, _, files in os.walk(os.path.join(work, "configs")):
         for name in files:
             p = os.path.join(root, name)
