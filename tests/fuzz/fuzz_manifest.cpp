@@ -1,9 +1,9 @@
 // Fuzz target: the reader of a prepared directory's manifest.json (data/manifest.h). The
 // input is the file's text.
 // Checks beyond "no crash": an accepted manifest has what parse_manifest documents (a
-// vocab_size in 1..65536, an eot_id inside it, plain shard and tokenizer names each listed
-// once, a training shard, positive token counts), and it survives the round trip
-// parse_manifest(format_manifest(m)) == m.
+// vocab_size in 1..2^31-1 (uint16 shards up to 65536 ids, uint32 beyond), an eot_id inside it,
+// plain shard and tokenizer names each listed once, a training shard, positive token counts), and
+// it survives the round trip parse_manifest(format_manifest(m)) == m.
 #include <cstdint>
 #include <filesystem>
 #include <set>
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const InputError&) {
     return 0;  // refused with a message: the documented outcome for bad input
   }
-  fuzz::require(m.vocab_size >= 1 && m.vocab_size <= 65536, "vocab_size outside 1..65536");
+  fuzz::require(m.vocab_size >= 1 && m.vocab_size <= 0x7fffffff, "vocab_size outside 1..2^31-1");
   fuzz::require(!m.eot_id || (*m.eot_id >= 0 && *m.eot_id < m.vocab_size),
                 "eot_id outside the vocabulary");
   fuzz::require(!m.train.empty(), "no training shard");
