@@ -20,6 +20,12 @@ namespace trainctl::model {
 
 class DeferredWeightGrads;  // model/deferred_weight_grads.h
 
+// ModelContext::deferred_inputs_in_slot from its parts (the memory plan asks it of a spec).
+inline bool deferred_inputs_in_slot(Recompute recompute, bool sequence_parallel_active,
+                                    bool cp_active) {
+  return recompute == Recompute::none && !sequence_parallel_active && !cp_active;
+}
+
 struct ModelContext {
   ModelConfig config;
   GptShardSpec shard;
@@ -57,7 +63,7 @@ struct ModelContext {
   // there and B copies only the output gradient. Not under recomputation (inputs rebuilt in
   // shared buffers), sequence parallelism (all-gathered inputs) or context parallelism.
   bool deferred_inputs_in_slot() const {
-    return recompute == Recompute::none && !sp() && !cp.active();
+    return model::deferred_inputs_in_slot(recompute, sp(), cp.active());
   }
   // Token rows of the residual stream on this rank: N, or N / tp under sequence parallelism.
   int rows() const { return sp() ? N() / shard.tp_size : N(); }

@@ -94,8 +94,8 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
   // Each rank runs seq_len / cp tokens of a sequence.
   const int64_t tokens = int64_t{spec.training.micro_batch_size} * (spec.model.seq_len / par.cp);
-  const bool inputs_in_slot = options.recompute == model::Recompute::none &&
-                              !(par.sequence_parallel && par.tp > 1) && par.cp == 1;
+  const bool inputs_in_slot = model::deferred_inputs_in_slot(
+      options.recompute, par.sequence_parallel && par.tp > 1, options.cp.active());
   b.activations += parallel::weight_grads_held(program) *
                    static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens,
                                                                      inputs_in_slot)) *
