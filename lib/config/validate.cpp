@@ -142,9 +142,7 @@ void check_expert_parallel(const JobSpec& s, const Checker& c) {
                     "replicas of every parameter); " +
                     fix);
   };
-  if (p.zero >= 2) {
-    refuse("parallel.zero", "ZeRO-" + std::to_string(p.zero), "use zero: 0 or 1 with ep > 1.");
-  }
+  if (p.zero == 3) refuse("parallel.zero", "ZeRO-3", "use zero: 0, 1 or 2 with ep > 1.");
   if (p.dp_sync != "allreduce") refuse("parallel.dp_sync", p.dp_sync, "use allreduce or ep: 1.");
   if (p.grad_compression == "powersgd") {
     refuse("parallel.grad_compression", "powersgd", "use none or bf16, or ep: 1.");

@@ -2,6 +2,7 @@
 
 #include "parallel/exact_sum.h"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -37,17 +38,35 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
   if (zero_stage_ == 0) {
     optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
   } else {
-    // Expert parallelism: the DP ranks differ in their experts, so ZeRO-1 shards over the
-    // expert-DP group, whose ranks hold the same parameters and (after GradSync's dp and
-    // edp sums) the same gradients. validate refuses ZeRO-2 there (its reduce-scatter
-    // would sum the dense gradients over edp only).
+    // Expert parallelism: the DP ranks differ in their experts, so ZeRO shards over the
+    // expert-DP group, whose ranks hold the same parameters and (after the sums below) the
+    // same gradients.
     comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
     auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }
-  // ZeRO-2 keeps only its shard of the summed gradient: no bucketed allreduce.
-  if (zero_stage_ != 2) sync_ = attach_grad_sync(gpt, dp, options.sync);
+  if (zero_stage_ != 2) {
+    sync_ = attach_grad_sync(gpt, dp, options.sync);
+  } else if (options.sync.expert_dp != nullptr) {
+    // ZeRO-2 with expert parallelism: the reduce-scatter over expert-DP sums each float over
+    // the ranks holding the same experts, which is the whole sum for the experts but only
+    // 1/ep of it for the dense parameters. So reduce_gradients() first sums the dense ranges
+    // over the ep group (ep x edp = dp). It runs after the backward pass, on this thread:
+    // the ep group carries the MoE layers' all-to-alls while the backward runs.
+    if (options.ep == nullptr) {
+      throw std::invalid_argument("ZeRO-2 with expert parallelism needs the ep group");
+    }
+    dense_over_ep_ = std::make_unique<GradReducer>(*options.ep, options.sync.dtype);
+    int64_t at = 0;
+    for (const model::Param& p : gpt.params().list()) {
+      if (!p.expert) continue;
+      if (p.offset > at) dense_ranges_.emplace_back(at, p.offset);
+      at = p.offset + p.numel;
+    }
+    if (gpt.params().total() > at) dense_ranges_.emplace_back(at, gpt.params().total());
+  }
+  // Otherwise ZeRO-2 keeps only its shard of the summed gradient: no bucketed allreduce.
 }
 
 DataParallel::~DataParallel() {
@@ -65,6 +84,19 @@ void DataParallel::begin_micro_batch(bool last) {
 
 void DataParallel::reduce_gradients() {
   if (sync_) sync_->finish();
+  dense_over_ep_stats_ = {};
+  if (dense_over_ep_ && dense_over_ep_->comm_size() > 1) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& [b, e] : dense_ranges_) {
+      const auto n = static_cast<size_t>(e - b);
+      dense_over_ep_->allreduce_sum(gpt_.params().grads() + b, n);
+      dense_over_ep_stats_.collectives += 1;
+      dense_over_ep_stats_.wire_bytes += n * dense_over_ep_->wire_bytes_per_element();
+      dense_over_ep_stats_.sent_bytes += dense_over_ep_->sent_bytes(n);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    dense_over_ep_stats_.comm_s = dense_over_ep_stats_.exposed_s = s;
+  }
   if (zero_) zero_->reduce_gradients();
   if (zero3_) zero3_->finish_backward();
 }
@@ -169,6 +201,7 @@ float DataParallel::local_grad_factor() const {
 StepCommStats DataParallel::stats() const {
   StepCommStats s;
   if (sync_) s += sync_->stats();
+  s += dense_over_ep_stats_;
   if (zero_) s += zero_->stats();
   if (zero3_) s += zero3_->stats();
   if (periodic_) s += periodic_->stats();

@@ -64,12 +64,16 @@ struct DataParallelOptions {
   // (parallel/zero3_params.h; gpt built with GptOptions::unbound_params, dp >= 2).
   int zero_stage = 0;
   // Buckets and wire format of the overlapped reduction (plain DP and ZeRO-1; ZeRO-2
-  // reduce-scatters the whole buffer in fp32 after the backward pass).
+  // reduce-scatters the whole buffer in fp32 after the backward pass, with expert
+  // parallelism after summing the dense parts over the ep group).
   GradSyncOptions sync;
   NormScope norm;
   // dp_sync local_sgd / diloco: no gradient reduction; each replica steps on its own
   // gradients and the replicas meet every sync_every steps (parallel/periodic_sync.h).
   PeriodicSyncOptions periodic = {};
+  // Expert parallelism (sync.expert_dp set): the ranks that split the experts. ZeRO-2 sums
+  // the dense gradients over it before its reduce-scatter over expert-DP.
+  comm::Communicator* ep = nullptr;
 };
 
 class DataParallel {
@@ -141,6 +145,11 @@ class DataParallel {
   std::unique_ptr<Zero3Params> zero3_;
   Zero3AdamW* zero3_adamw_ = nullptr;  // optimizer_ under ZeRO-3
   std::unique_ptr<PeriodicSync> periodic_;
+  // ZeRO-2 with expert parallelism: the dense ranges' sum over the ep group before the
+  // reduce-scatter over expert-DP.
+  std::unique_ptr<GradReducer> dense_over_ep_;
+  std::vector<FloatRange> dense_ranges_;
+  StepCommStats dense_over_ep_stats_;
 };
 
 }  // namespace trainctl::parallel

@@ -27,6 +27,7 @@ GradSync::GradSync(comm::Communicator& dp, float* grads, std::vector<FloatRange>
       layer_ready_(layers.size()),
       reducer_(dp, options.dtype),
       expert_ranges_(std::move(options.expert_ranges)) {
+  if (options.expert_dp == nullptr) expert_ranges_.clear();
   if (options.expert_dp != nullptr && !expert_ranges_.empty()) {
     expert_reducer_ = std::make_unique<GradReducer>(*options.expert_dp, options.dtype);
   }
@@ -137,8 +138,14 @@ void GradSync::finish() {
                              " was never reported ready; is the model's grad-ready hook "
                              "connected to on_layer_ready()?");
     }
-    bytes += static_cast<size_t>(buckets_[b].size()) * reducer_.wire_bytes_per_element();
-    sent += reducer_.sent_bytes(static_cast<size_t>(buckets_[b].size()));
+    const auto experts = static_cast<size_t>(expert_floats_in(buckets_[b]));
+    const auto dense = static_cast<size_t>(buckets_[b].size()) - experts;
+    bytes += dense * reducer_.wire_bytes_per_element();
+    sent += reducer_.sent_bytes(dense);
+    if (expert_reducer_ && expert_reducer_->comm_size() > 1) {
+      bytes += experts * expert_reducer_->wire_bytes_per_element();
+      sent += expert_reducer_->sent_bytes(experts);
+    }
   }
   if (communicate_ && !compress_) {
     s.wire_bytes = bytes;
@@ -182,7 +189,7 @@ void GradSync::comm_loop() {
 }
 
 void GradSync::reduce_bucket(const Bucket& bucket) {
-  if (!expert_reducer_) {
+  if (expert_ranges_.empty()) {
     reducer_.allreduce_sum(grads_ + bucket.begin, static_cast<size_t>(bucket.size()));
     return;
   }
@@ -201,6 +208,14 @@ void GradSync::reduce_bucket(const Bucket& bucket) {
     at = hi;
   }
   dense_until(bucket.end);
+}
+
+int64_t GradSync::expert_floats_in(const Bucket& bucket) const {
+  int64_t n = 0;
+  for (const auto& [b, e] : expert_ranges_) {
+    n += std::max<int64_t>(0, std::min(e, bucket.end) - std::max(b, bucket.begin));
+  }
+  return n;
 }
 
 std::vector<FloatRange> backward_layer_ranges(const model::Gpt& gpt) { return gpt.grad_pieces(); }

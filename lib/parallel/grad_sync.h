@@ -101,6 +101,8 @@ class GradSync {
   // Sums one bucket: over DP, or, with expert ranges, its dense parts over DP and its
   // expert parts over the expert-DP group.
   void reduce_bucket(const Bucket& bucket);
+  // Floats of `bucket` inside the expert ranges (0 without them), for statistics.
+  int64_t expert_floats_in(const Bucket& bucket) const;
 
   comm::Communicator& dp_;
   float* grads_;
@@ -118,7 +120,7 @@ class GradSync {
   // Communication thread only.
   GradReducer reducer_;
   std::unique_ptr<GradReducer> expert_reducer_;  // over expert_dp, with expert ranges
-  std::vector<FloatRange> expert_ranges_;
+  std::vector<FloatRange> expert_ranges_;        // empty: the whole bucket goes over DP
   std::unique_ptr<PowerSgd> powersgd_;
   // Whether this step's buckets go through powersgd_ (false during its warm-up). Written
   // by the main thread when a syncing micro-batch begins, before its first bucket is

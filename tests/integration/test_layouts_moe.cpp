@@ -273,7 +273,8 @@ TEST_CASE("MoE: balance: bias lowers the load imbalance", "[train][moe]") {
 // Expert parallelism (parallel.ep): the experts split over ep of the DP ranks, tokens sent to
 // them by all-to-all, expert gradients summed over the DP ranks holding the same experts.
 // Dropless routing, 20 steps, both families: every layout matches one worker. d4e2 has two
-// ranks per expert block (the expert-DP sum is real), d2e2 recompute runs the all-to-all
+// ranks per expert block (the expert-DP sum is real; ZeRO shards over those two ranks, and
+// ZeRO-2 first sums the dense gradients over the ep group), d2e2 recompute runs the all-to-all
 // again in the backward pass's recomputation, and 20 steps under a 3-batch evaluation make
 // the ep ranks evaluate in lock-step.
 TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker run",
@@ -287,6 +288,8 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
         {"d2e2", "{dp: 2, ep: 2}"},
         {"d4e2", "{dp: 4, ep: 2}"},
         {"d4e2-zero1", "{dp: 4, ep: 2, zero: 1}"},
+        {"d4e2-zero2", "{dp: 4, ep: 2, zero: 2}"},
+        {"d2e2p2-zero2", "{dp: 2, ep: 2, pp: 2, zero: 2}"},
         {"d4e4", "{dp: 4, ep: 4}"},
         {"d2e2t2", "{dp: 2, ep: 2, tp: 2}"},
         {"d2e2p2", "{dp: 2, ep: 2, pp: 2, schedule: 1f1b}"},
