@@ -35,7 +35,7 @@ int64_t RingExchange::start(const void* send, void* recv, size_t bytes) {
   };
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), true});
     times_.bytes += static_cast<int64_t>(bytes);
   }
   work_cv_.notify_one();
@@ -47,6 +47,18 @@ void RingExchange::wait(int64_t ticket) {
   std::unique_lock<std::mutex> lock(mutex_);
   done_cv_.wait(lock, [&] { return done_ >= ticket || error_ != nullptr; });
   times_.waited_s += seconds_since(t0);
+  if (error_) std::rethrow_exception(error_);
+}
+
+void RingExchange::allreduce_sum(float* data, size_t count) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back({[this, data, count] { ring_.allreduce(data, count, ReduceOp::sum); }, false});
+  }
+  work_cv_.notify_one();
+  const int64_t ticket = ++started_;
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [&] { return done_ >= ticket || error_ != nullptr; });
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -62,7 +74,7 @@ void RingExchange::reset_times() {
 
 void RingExchange::loop() {
   for (;;) {
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -74,14 +86,14 @@ void RingExchange::loop() {
     std::exception_ptr failed;
     if (error_ == nullptr) {  // after a failure the ring is unusable: skip, but count done
       try {
-        task();
+        task.run();
       } catch (...) {
         failed = std::current_exception();
       }
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      times_.busy_s += seconds_since(t0);
+      if (task.ring_traffic) times_.busy_s += seconds_since(t0);
       if (failed && !error_) error_ = failed;
       ++done_;
     }

@@ -35,6 +35,10 @@ class RingExchange {
   int64_t start(const void* send, void* recv, size_t bytes);
   // Blocks until exchange `ticket` and every earlier one finished; rethrows a failure.
   void wait(int64_t ticket);
+  // data[i] = its sum over the ring's ranks, on the ring's thread after the exchanges
+  // started before it (the one thread that uses the group); blocks until done. Not counted
+  // in times(): it is not ring traffic that compute could hide.
+  void allreduce_sum(float* data, size_t count);
 
   // Seconds the thread spent exchanging and seconds wait() blocked the caller since the
   // last reset: 1 - waited/busy is the share of ring traffic hidden behind compute.
@@ -53,7 +57,11 @@ class RingExchange {
   int64_t started_ = 0;  // caller's thread only
   mutable std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Task {
+    std::function<void()> run;
+    bool ring_traffic;  // counted in times()
+  };
+  std::deque<Task> queue_;
   int64_t done_ = 0;
   Times times_;
   std::exception_ptr error_;

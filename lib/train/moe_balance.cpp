@@ -83,11 +83,12 @@ MoeFigures MoeBalance::gather_window(const comm::ProcessGroups& groups) {
   MoeFigures f;
   if (!any_moe_) return f;
   // Per model layer: [is MoE, imbalance, dropped fraction, aux, shares[E]], filled by the
-  // one rank of each stage that speaks for its DP replicas and TP copies.
+  // one rank of each stage that speaks for its DP replicas, TP copies and CP ranks (the
+  // window's sums are over the gradient group, dp x cp, already).
   const size_t E = static_cast<size_t>(experts_), stride = 4 + E;
   std::vector<float> buf(static_cast<size_t>(n_layer_) * stride, 0.0f);
   const double steps = std::max(window_steps_, 1);
-  if (groups.coord.dp == 0 && groups.coord.tp == 0) {
+  if (groups.coord.dp == 0 && groups.coord.tp == 0 && groups.coord.cp == 0) {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const LayerWindow& w = window_[i];
       float* at = buf.data() + static_cast<size_t>(layers_[i].layer) * stride;

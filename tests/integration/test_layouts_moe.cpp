@@ -19,6 +19,7 @@ struct Run {
   std::vector<double> losses, grad_norms;
   double val_loss = 0;
   std::vector<json> imbalance;  // each line's moe_load_imbalance
+  std::vector<double> aux;      // each line's moe_aux_loss (balance: aux_loss)
 };
 
 // 4 blocks, vocab 64, micro-batch 2, global batch 8 (as test_layouts_3d.cpp). gpt: MoE in
@@ -60,6 +61,7 @@ Run read_run(const fs::path& run_dir) {
     run.grad_norms.push_back(row["grad_norm"].get<double>());
     if (row.contains("val_loss")) run.val_loss = row["val_loss"];
     run.imbalance.push_back(row.value("moe_load_imbalance", json()));
+    if (row.contains("moe_aux_loss")) run.aux.push_back(row["moe_aux_loss"].get<double>());
   }
   return run;
 }
@@ -319,6 +321,48 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
       INFO(name << "\n" << r.out << r.err);
       REQUIRE(r.exit_code == 0);
       compare("d2e2 recompute " + recompute, read_run(dir.path() / "runs" / name));
+    }
+  }
+}
+
+// Context parallelism (parallel.cp) splits each sequence over the cp ranks, so the router's
+// per-sequence counts (the sequence-wise aux loss, model/moe/router.h) are summed around the
+// CP ring. Dropless, 20 steps, both families and both balance modes with a signal: every
+// cp layout matches one worker, the aux loss included.
+TEST_CASE("MoE: context-parallel layouts reproduce the single-worker run",
+          "[train][layout][moe][cp]") {
+  TempDir dir("layouts-moe-cp");
+  const int steps = 20;
+  for (const auto& [family, balance] : std::vector<std::pair<std::string, std::string>>{
+           {"gpt", "aux_loss"}, {"llama", "aux_loss"}, {"llama", "bias"}}) {
+    const std::string model = model_of(family, balance);
+    const std::string tag = family + "-" + balance;
+    const Run ref = train_layout(dir.path(), tag + "-c1", model, "{dp: 1}", "", steps);
+    std::vector<std::pair<std::string, std::string>> layouts = {
+        {"c2", "{cp: 2}"}, {"d2c2", "{dp: 2, cp: 2}"}, {"p2c2", "{pp: 2, cp: 2, schedule: 1f1b}"}};
+    if (balance == "aux_loss") {
+      layouts.push_back({"c4", "{cp: 4}"});
+      layouts.push_back({"t2c2-sp", "{tp: 2, cp: 2, sequence_parallel: true}"});
+      layouts.push_back({"d2c2-zero1", "{dp: 2, cp: 2, zero: 1}"});
+    }
+    for (const auto& [layout, parallel] : layouts) {
+      const Run run = train_layout(dir.path(), tag + "-" + layout, model, parallel, "", steps);
+      REQUIRE(run.aux.size() == ref.aux.size());
+      for (size_t s = 0; s < ref.losses.size(); ++s) {
+        INFO(tag << " " << layout << " step " << s + 1);
+        CHECK(run.losses[s] == Approx(ref.losses[s]).epsilon(kFp32LayoutTolerance));
+        CHECK(run.grad_norms[s] == Approx(ref.grad_norms[s]).epsilon(1e-4));
+        if (!ref.aux.empty()) CHECK(run.aux[s] == Approx(ref.aux[s]).epsilon(kFp32LayoutTolerance));
+        // The same routing: each layer's load imbalance, counted once per token.
+        REQUIRE(run.imbalance[s].size() == ref.imbalance[s].size());
+        for (size_t l = 0; l < ref.imbalance[s].size(); ++l) {
+          if (ref.imbalance[s][l].is_number()) {
+            CHECK(run.imbalance[s][l].get<double>() == Approx(ref.imbalance[s][l].get<double>()));
+          }
+        }
+      }
+      INFO(tag << " " << layout << " validation");
+      CHECK(run.val_loss == Approx(ref.val_loss).epsilon(kFp32LayoutTolerance));
     }
   }
 }

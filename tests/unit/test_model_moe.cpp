@@ -79,7 +79,10 @@ FdResult fd_check(const model::ModelConfig& config, float grad_scale,
     ffn.forward(0, h.data(), y.data());
     double s = 0;
     for (size_t i = 0; i < NC; ++i) s += static_cast<double>(y[i]) * dy[i];
-    return s + aux_scale * model::moe::aux_loss_sum(ffn.routing(0), ctx.T, ctx.config.moe);
+    const model::moe::Routing& routing = ffn.routing(0);
+    const model::moe::SequenceLoads loads =
+        model::moe::sequence_loads(routing, ctx.T, ctx.T, ctx.config.moe);
+    return s + aux_scale * model::moe::aux_loss_sum(routing, loads, ctx.config.moe);
   };
   h = h0;
   loss();
@@ -155,6 +158,69 @@ TEST_CASE("MoE router: top-k by score, gates renormalised, capacity drops the la
   model::moe::route(logits.data(), 4, cfg, r);
   CHECK(r.offsets == std::vector<int>{0, 4, 8, 8, 12});
   CHECK(r.row_choice[8] == -1);
+}
+
+// Context parallelism: two "CP ranks" each hold half of every sequence's tokens (2 sequences
+// of 8 tokens, rank 0 the first 4 of each, rank 1 the rest). With the counts summed over the
+// two, their aux shares add up to the whole sequences' aux loss, and each token's router
+// gradient is the one the whole sequences give it.
+TEST_CASE("MoE aux loss split over context-parallel ranks equals the whole sequences'",
+          "[model][moe][cp]") {
+  for (const model::MoeScore score : {model::MoeScore::softmax, model::MoeScore::sigmoid}) {
+    model::MoeConfig cfg;
+    cfg.num_experts = 4;
+    cfg.top_k = 2;
+    cfg.score = score;
+    cfg.aux_loss_coef = 0.3f;
+    const int E = 4, K = 2, T = 8, B = 2, half = T / 2;
+    std::vector<float> logits(static_cast<size_t>(B * T * E));
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(rng::normal(7, i));
+    std::vector<float> dgate(static_cast<size_t>(B * T * K));
+    for (size_t i = 0; i < dgate.size(); ++i) dgate[i] = static_cast<float>(rng::normal(8, i));
+    model::moe::Routing whole;
+    model::moe::route(logits.data(), B * T, cfg, whole);
+    const model::moe::SequenceLoads all = model::moe::sequence_loads(whole, T, T, cfg);
+    std::vector<float> dwhole(logits.size());
+    model::moe::router_backward(whole, dgate.data(), &all, 0.7f, cfg, dwhole.data());
+    // Each rank's rows: token (b, t) with t in [rank * half, (rank + 1) * half).
+    auto rows_of = [&](const std::vector<float>& from, int rank, int width) {
+      std::vector<float> out;
+      for (int b = 0; b < B; ++b) {
+        const auto first = static_cast<size_t>((b * T + rank * half) * width);
+        out.insert(out.end(), from.begin() + static_cast<std::ptrdiff_t>(first),
+                   from.begin() + static_cast<std::ptrdiff_t>(first + half * width));
+      }
+      return out;
+    };
+    std::vector<model::moe::Routing> part(2);
+    std::vector<std::vector<float>> counts(2);
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::vector<float> l = rows_of(logits, rank, E);
+      model::moe::route(l.data(), B * half, cfg, part[static_cast<size_t>(rank)]);
+      // Record each rank's own counts, as the collective would see them.
+      model::moe::sequence_loads(
+          part[static_cast<size_t>(rank)], half, T, cfg,
+          [&](float* c, size_t n) { counts[static_cast<size_t>(rank)].assign(c, c + n); });
+    }
+    double shares = 0;
+    for (int rank = 0; rank < 2; ++rank) {
+      const model::moe::Routing& r = part[static_cast<size_t>(rank)];
+      const model::moe::SequenceLoads loads =
+          model::moe::sequence_loads(r, half, T, cfg, [&](float* c, size_t n) {
+            for (size_t i = 0; i < n; ++i) c[i] = counts[0][i] + counts[1][i];
+          });
+      shares += model::moe::aux_loss_sum(r, loads, cfg);
+      std::vector<float> d(static_cast<size_t>(B * half * E));
+      model::moe::router_backward(r, rows_of(dgate, rank, K).data(), &loads, 0.7f, cfg, d.data());
+      const std::vector<float> want = rows_of(dwhole, rank, E);
+      for (size_t i = 0; i < d.size(); ++i) {
+        INFO("rank " << rank << " entry " << i);
+        CHECK(d[i] == Approx(want[i]).margin(1e-6));
+      }
+    }
+    CHECK(shares == Approx(model::moe::aux_loss_sum(whole, all, cfg)).epsilon(1e-12));
+    CHECK(shares > 0);
+  }
 }
 
 TEST_CASE("MoE router + grouped experts match a finite-difference directional derivative",

@@ -154,7 +154,8 @@ void MoeFfn::forward(int slot, const float* h, float* y) {
   // h is read whole (router, gather) before y, which may be h's buffer, is written.
   router_logits(h, ctx_.w().data(gate_), N, C, cfg.num_experts, logits_);
   route(logits_, N, cfg, a.routing, bias_.empty() ? nullptr : bias_.data());
-  a.aux_scale = ctx_.grad_scale * static_cast<float>(ctx_.T);
+  // Per whole sequence (ctx_.T is this rank's share of it under context parallelism).
+  a.aux_scale = ctx_.grad_scale * static_cast<float>(ctx_.T * ctx_.cp.cp);
   gather(a.routing, h, x_);
   to_expert_side(a, x_);
   const float* xe = expert_parallel() ? a.x : x_;
@@ -212,8 +213,18 @@ void MoeFfn::backward(int slot, const float* h, const float* dy, float* dh,
   shared_.weight_grads_in(so, d_fc_, xe);
   count_assignments(r, E, stats_.counts.data());
   stats_.dropped += r.dropped;
-  if (cfg.aux_loss_coef > 0) stats_.aux_sum += aux_loss_sum(r, ctx_.T, cfg);
-  router_backward(r, dgate_, ctx_.T, a.aux_scale, cfg, dlogits_);
+  SequenceLoads loads;
+  if (cfg.aux_loss_coef > 0) {
+    // Context parallelism: the other tokens of these sequences are on the other CP ranks,
+    // which run this layer's backward in the same order (ring attention pairs them too).
+    CountSum cp_sum;
+    if (ctx_.cp.active()) {
+      cp_sum = [this](float* counts, size_t n) { ctx_.cp_ring->allreduce_sum(counts, n); };
+    }
+    loads = sequence_loads(r, ctx_.T, ctx_.T * ctx_.cp.cp, cfg, cp_sum);
+    stats_.aux_sum += aux_loss_sum(r, loads, cfg);
+  }
+  router_backward(r, dgate_, cfg.aux_loss_coef > 0 ? &loads : nullptr, a.aux_scale, cfg, dlogits_);
   router_weight_grad(dlogits_, h, N, C, E, ctx_.w().grad(gate_));
   report.ready();
   // d(h): the experts' part (ep: back from the experts' ranks) scattered back to the tokens

@@ -20,19 +20,6 @@ void normalised_scores(const Routing& r, int t, int E, MoeScore score, float* q)
   for (int e = 0; e < E; ++e) q[e] = static_cast<float>(s[e] / sum);
 }
 
-// f_e of each sequence: E / (k T) * the tokens of the sequence choosing e.
-std::vector<double> load_fractions(const Routing& r, int T, int E, int K) {
-  const int seqs = r.N / T;
-  std::vector<double> f(static_cast<size_t>(seqs) * E, 0.0);
-  const double unit = static_cast<double>(E) / (static_cast<double>(K) * T);
-  for (int t = 0; t < r.N; ++t) {
-    for (int j = 0; j < K; ++j) {
-      f[static_cast<size_t>(t / T) * E + r.expert[static_cast<size_t>(t) * K + j]] += unit;
-    }
-  }
-  return f;
-}
-
 void score_row(const float* logits, int E, MoeScore score, float* s) {
   if (score == MoeScore::sigmoid) {
     for (int e = 0; e < E; ++e) s[e] = 1.0f / (1.0f + std::exp(-logits[e]));
@@ -157,25 +144,40 @@ void bias_update(const int64_t* counts, int E, float rate, float* bias) {
   }
 }
 
-double aux_loss_sum(const Routing& r, int T, const MoeConfig& cfg) {
+SequenceLoads sequence_loads(const Routing& r, int T_local, int T, const MoeConfig& cfg,
+                             const CountSum& sum_counts) {
+  const int E = cfg.num_experts, K = cfg.top_k;
+  const int seqs = r.N / T_local;
+  std::vector<float> counts(static_cast<size_t>(seqs) * E, 0.0f);
+  for (int t = 0; t < r.N; ++t) {
+    for (int j = 0; j < K; ++j) {
+      counts[static_cast<size_t>(t / T_local) * E + r.expert[static_cast<size_t>(t) * K + j]] +=
+          1.0f;
+    }
+  }
+  if (sum_counts) sum_counts(counts.data(), counts.size());
+  SequenceLoads loads{T_local, T, std::vector<double>(counts.size())};
+  const double unit = static_cast<double>(E) / (static_cast<double>(K) * T);
+  for (size_t i = 0; i < counts.size(); ++i) loads.f[i] = unit * counts[i];
+  return loads;
+}
+
+double aux_loss_sum(const Routing& r, const SequenceLoads& loads, const MoeConfig& cfg) {
   const int E = cfg.num_experts;
-  const std::vector<double> f = load_fractions(r, T, E, cfg.top_k);
   std::vector<float> q(static_cast<size_t>(E));
   double total = 0;
   for (int t = 0; t < r.N; ++t) {
     normalised_scores(r, t, E, cfg.score, q.data());
-    for (int e = 0; e < E; ++e) {
-      total += f[static_cast<size_t>(t / T) * E + e] * q[static_cast<size_t>(e)] / T;
-    }
+    const double* fe = loads.f.data() + static_cast<size_t>(t / loads.T_local) * E;
+    for (int e = 0; e < E; ++e) total += fe[e] * q[static_cast<size_t>(e)] / loads.T;
   }
   return cfg.aux_loss_coef * total;
 }
 
-void router_backward(const Routing& r, const float* dgate, int T, float aux_scale,
-                     const MoeConfig& cfg, float* dlogits) {
+void router_backward(const Routing& r, const float* dgate, const SequenceLoads* loads,
+                     float aux_scale, const MoeConfig& cfg, float* dlogits) {
   const int E = cfg.num_experts, K = cfg.top_k;
-  const bool aux = aux_scale != 0.0f && cfg.aux_loss_coef > 0.0f;
-  const std::vector<double> f = aux ? load_fractions(r, T, E, K) : std::vector<double>{};
+  const bool aux = loads != nullptr && aux_scale != 0.0f && cfg.aux_loss_coef > 0.0f;
   std::vector<double> d(static_cast<size_t>(E));  // d(score) of one token
   std::vector<float> q(static_cast<size_t>(E));
   for (int t = 0; t < r.N; ++t) {
@@ -193,8 +195,8 @@ void router_backward(const Routing& r, const float* dgate, int T, float aux_scal
     for (int j = 0; j < K; ++j) d[static_cast<size_t>(chosen[j])] = (dg[j] - gdg) / chosen_sum;
     if (aux) {
       // d aux / d q_e = aux_scale * coef * f_e / T, then through q.
-      const double w = static_cast<double>(aux_scale) * cfg.aux_loss_coef / T;
-      const double* fe = f.data() + static_cast<size_t>(t / T) * E;
+      const double w = static_cast<double>(aux_scale) * cfg.aux_loss_coef / loads->T;
+      const double* fe = loads->f.data() + static_cast<size_t>(t / loads->T_local) * E;
       if (cfg.score == MoeScore::softmax) {
         for (int e = 0; e < E; ++e) d[static_cast<size_t>(e)] += w * fe[e];
       } else {

@@ -26,7 +26,11 @@
 //   aux = coef * sum_e f_e P_e,  f_e = E / (k T) * (tokens choosing e),
 //   P_e = mean over the sequence of the normalised score q (softmax: p; sigmoid: s / sum s),
 // and the loss is the mean over the step's sequences. f is a count (no gradient).
+// Context parallelism splits each sequence over the cp ranks: a rank holds T_local of its T
+// tokens, f needs the counts of all of them (summed over the cp group), and each rank's
+// aux_loss_sum is its tokens' share of the sequence's aux (the shares add up to it).
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/model_config.h"
@@ -58,12 +62,26 @@ void count_assignments(const Routing& r, int E, int64_t* counts);
 // DeepSeek-V3's bias step: b_e += rate * sign(mean load - load_e) (an overloaded expert's
 // bias falls, an idle one's rises), from one step's `counts` [E] over all of its tokens.
 void bias_update(const int64_t* counts, int E, float rate, float* bias);
-// The aux loss of the micro-batch's sequences of T tokens, summed over them (not averaged).
-double aux_loss_sum(const Routing& r, int T, const MoeConfig& cfg);
-// dlogits [N, E] (=) from dgate [N, k] and, with aux_scale != 0, the aux loss weighted
-// aux_scale per sequence.
-void router_backward(const Routing& r, const float* dgate, int T, float aux_scale,
-                     const MoeConfig& cfg, float* dlogits);
+// The f_e of each sequence in a micro-batch of r.N / T_local sequences, T_local of whose T
+// tokens are here (T_local == T without context parallelism).
+struct SequenceLoads {
+  int T_local = 0;
+  int T = 0;
+  std::vector<double> f;  // [sequences, E]
+};
+// `sum_counts` (context parallelism): sums the [sequences, E] token counts over the ranks
+// holding the other tokens of the same sequences (a collective; exact: the counts are small
+// integers in fp32).
+using CountSum = std::function<void(float* counts, size_t n)>;
+SequenceLoads sequence_loads(const Routing& r, int T_local, int T, const MoeConfig& cfg,
+                             const CountSum& sum_counts = {});
+// The aux loss of the micro-batch's sequences, summed over them (not averaged): of this
+// rank's T_local tokens of each (their share of it under context parallelism).
+double aux_loss_sum(const Routing& r, const SequenceLoads& loads, const MoeConfig& cfg);
+// dlogits [N, E] (=) from dgate [N, k] and, with `loads` and aux_scale != 0, the aux loss
+// weighted aux_scale per sequence.
+void router_backward(const Routing& r, const float* dgate, const SequenceLoads* loads,
+                     float aux_scale, const MoeConfig& cfg, float* dlogits);
 // dwg [E, C] += dlogits^T h; dh [N, C] += dlogits Wg.
 void router_weight_grad(const float* dlogits, const float* h, int N, int C, int E, float* dwg);
 void router_input_grad(const float* dlogits, const float* wg, int N, int C, int E, float* dh);
