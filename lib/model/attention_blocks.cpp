@@ -4,6 +4,11 @@
 #include <cmath>
 #include <limits>
 
+// Ring attention runs on the CPU backend only (validate refuses cp with device: cuda); its
+// softmax loops use the CPU kernels' vectorisable exp and lane reductions (glibc's expf
+// and a plain running sum stay scalar, and were a third of the ring's time).
+#include "ops/cpu/vec_math.h"
+
 namespace trainctl::model {
 
 namespace {
@@ -12,7 +17,11 @@ namespace {
 constexpr int kTile = 128;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Keys visible to query row i of a block (0 .. nk).
+using ops::cpu::fast_exp;
+
+// Keys visible to query row i of a block (0 .. nk). It grows with i, so a tile of rows
+// i0 .. i0 + rows - 1 needs only the first visible_keys(b, i0 + rows - 1) keys: the
+// products of a diagonal block skip the keys no row of the tile sees.
 int visible_keys(const HeadBlock& b, int i) {
   return std::clamp(b.qpos0 + i - b.kpos0 + 1, 0, b.nk);
 }
@@ -49,25 +58,27 @@ void head_block_forward(ops::Backend& be, const HeadBlock& b, float* out, int ld
   float* lse_part = o_part + int64_t{kTile} * b.head_dim;  // [tile]
   for (int i0 = 0; i0 < b.nq; i0 += kTile) {
     const int rows = std::min(kTile, b.nq - i0);
+    const int nk = visible_keys(b, i0 + rows - 1);
+    if (nk == 0) continue;  // no row of the tile sees a key of the block: nothing to merge
     const float* q = b.q + static_cast<int64_t>(i0) * b.ldq;
-    be.gemm(false, true, rows, b.nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, s, b.nk);
+    be.gemm(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, s, b.nk);
     for (int i = 0; i < rows; ++i) {
       float* si = s + static_cast<int64_t>(i) * b.nk;
       const int n = visible_keys(b, i0 + i);
       if (n == 0) {
-        std::fill(si, si + b.nk, 0.0f);
+        std::fill(si, si + nk, 0.0f);
         lse_part[i] = kNegInf;
         continue;
       }
-      const float m = *std::max_element(si, si + n);
-      float sum = 0.0f;
-      for (int j = 0; j < n; ++j) sum += (si[j] = std::exp(si[j] - m));
+      const float m = ops::cpu::max_of(si, n);
+      for (int j = 0; j < n; ++j) si[j] = fast_exp(si[j] - m);
+      const float sum = ops::cpu::sum_of(si, n);
       const float inv = 1.0f / sum;
       for (int j = 0; j < n; ++j) si[j] *= inv;
-      std::fill(si + n, si + b.nk, 0.0f);
+      std::fill(si + n, si + nk, 0.0f);
       lse_part[i] = m + std::log(sum);
     }
-    be.gemm(false, false, rows, b.head_dim, b.nk, 1.0f, s, b.nk, b.v, b.ldkv, 0.0f, o_part,
+    be.gemm(false, false, rows, b.head_dim, nk, 1.0f, s, b.nk, b.v, b.ldkv, 0.0f, o_part,
             b.head_dim);
     merge_attention_partial(out + static_cast<int64_t>(i0) * ldo, ldo, lse + i0, o_part, b.head_dim,
                             lse_part, rows, b.head_dim);
@@ -83,27 +94,30 @@ void head_block_backward(ops::Backend& be, const HeadBlock& b, const float* dout
   float* dp = p + int64_t{kTile} * b.nk;  // [tile, nk] their gradient, then dS
   for (int i0 = 0; i0 < b.nq; i0 += kTile) {
     const int rows = std::min(kTile, b.nq - i0);
+    const int nk = visible_keys(b, i0 + rows - 1);
+    if (nk == 0) continue;  // the tile's probabilities in this block are all 0
     const float* q = b.q + static_cast<int64_t>(i0) * b.ldq;
     const float* dO = dout + static_cast<int64_t>(i0) * ldo;
-    be.gemm(false, true, rows, b.nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, p, b.nk);
+    be.gemm(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, p, b.nk);
     for (int i = 0; i < rows; ++i) {
       float* pi = p + static_cast<int64_t>(i) * b.nk;
       const int n = visible_keys(b, i0 + i);
-      for (int j = 0; j < n; ++j) pi[j] = std::exp(pi[j] - lse[i0 + i]);
-      std::fill(pi + n, pi + b.nk, 0.0f);
+      const float l = lse[i0 + i];
+      for (int j = 0; j < n; ++j) pi[j] = fast_exp(pi[j] - l);
+      std::fill(pi + n, pi + nk, 0.0f);
     }
     // dV += P^T dO; dP = dO V^T; dS = P (dP - delta) scale; dQ += dS K; dK += dS^T Q.
-    be.gemm(true, false, b.nk, b.head_dim, rows, 1.0f, p, b.nk, dO, ldo, 1.0f, dv, lddkv);
-    be.gemm(false, true, rows, b.nk, b.head_dim, 1.0f, dO, ldo, b.v, b.ldkv, 0.0f, dp, b.nk);
+    be.gemm(true, false, nk, b.head_dim, rows, 1.0f, p, b.nk, dO, ldo, 1.0f, dv, lddkv);
+    be.gemm(false, true, rows, nk, b.head_dim, 1.0f, dO, ldo, b.v, b.ldkv, 0.0f, dp, b.nk);
     for (int i = 0; i < rows; ++i) {
       const float* pi = p + static_cast<int64_t>(i) * b.nk;
       float* di = dp + static_cast<int64_t>(i) * b.nk;
       const float d = delta[i0 + i];
-      for (int j = 0; j < b.nk; ++j) di[j] = pi[j] * (di[j] - d) * scale;
+      for (int j = 0; j < nk; ++j) di[j] = pi[j] * (di[j] - d) * scale;
     }
-    be.gemm(false, false, rows, b.head_dim, b.nk, 1.0f, dp, b.nk, b.k, b.ldkv, 1.0f,
+    be.gemm(false, false, rows, b.head_dim, nk, 1.0f, dp, b.nk, b.k, b.ldkv, 1.0f,
             dq + static_cast<int64_t>(i0) * lddq, lddq);
-    be.gemm(true, false, b.nk, b.head_dim, rows, 1.0f, dp, b.nk, q, b.ldq, 1.0f, dk, lddkv);
+    be.gemm(true, false, nk, b.head_dim, rows, 1.0f, dp, b.nk, q, b.ldq, 1.0f, dk, lddkv);
   }
 }
 

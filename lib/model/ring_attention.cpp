@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 #include "model/attention_blocks.h"
 
@@ -92,33 +93,32 @@ void RingAttention::forward(ops::Backend& be, float* out, float* lse, const floa
 }
 
 void RingAttention::attend_backward(ops::Backend& be, const float* qkv, const float* kv, int src,
-                                    const float* dout, const float* lse, float* dqkv, float* dkv) {
+                                    int kj, const float* dout, const float* lse, float* dqkv,
+                                    float* dkv) {
   const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim, NH = shape_.n_head;
   const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd, OW = shape_.q_width();
   const int group = NH / shape_.n_kv_head;
   for (int b = 0; b < shape_.B; ++b) {
+    const int64_t krow = int64_t{b} * T + kj * c;
     for (int h = 0; h < NH; ++h) {
+      const int64_t kcol = (h / group) * hd;
       for (int qi = 0; qi < 2; ++qi) {
         const int64_t qrow = int64_t{b} * T + qi * c;
         const int64_t lrow = (int64_t{b} * NH + h) * T + qi * c;
-        for (int kj = 0; kj < 2; ++kj) {
-          const int64_t krow = int64_t{b} * T + kj * c;
-          const int64_t kcol = (h / group) * hd;
-          HeadBlock blk;
-          blk.q = qkv + qrow * W + h * hd;
-          blk.ldq = W;
-          blk.k = kv + krow * KW + kcol;
-          blk.v = blk.k + shape_.n_kv_head * hd;
-          blk.ldkv = KW;
-          blk.nq = blk.nk = c;
-          blk.head_dim = hd;
-          blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
-          blk.kpos0 = chunks_.first_position(kj, src);
-          float* dk = dkv + krow * KW + kcol;
-          head_block_backward(be, blk, dout + qrow * OW + h * hd, OW, lse + lrow, delta_ + lrow,
-                              dqkv + qrow * W + h * hd, W, dk, dk + shape_.n_kv_head * hd, KW,
-                              scratch_);
-        }
+        HeadBlock blk;
+        blk.q = qkv + qrow * W + h * hd;
+        blk.ldq = W;
+        blk.k = kv + krow * KW + kcol;
+        blk.v = blk.k + shape_.n_kv_head * hd;
+        blk.ldkv = KW;
+        blk.nq = blk.nk = c;
+        blk.head_dim = hd;
+        blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
+        blk.kpos0 = chunks_.first_position(kj, src);
+        float* dk = dkv + krow * KW + kcol;
+        head_block_backward(be, blk, dout + qrow * OW + h * hd, OW, lse + lrow, delta_ + lrow,
+                            dqkv + qrow * W + h * hd, W, dk, dk + shape_.n_kv_head * hd, KW,
+                            scratch_);
       }
     }
   }
@@ -142,25 +142,37 @@ void RingAttention::backward(ops::Backend& be, float* dqkv, const float* dout, c
     }
   }
   pack_kv(qkv, kv_[0]);
+  // dK/dV travel one (sequence, key chunk) piece at a time: rows [b T + kj c, + c) of the
+  // block, contiguous, so piece (b, kj) can leave while the next key chunk is computed.
+  const int64_t row_floats = 2 * int64_t{shape_.n_kv_head} * hd;
+  const int64_t piece = int64_t{chunks_.chunk} * row_floats;
+  const size_t piece_bytes = sizeof(float) * static_cast<size_t>(piece);
+  std::vector<int64_t> sent(static_cast<size_t>(2 * shape_.B), 0);  // last step's tickets
   int cur = 0;
-  int64_t dkv_ticket = 0;
   for (int s = 0; s < cp; ++s) {
     // K/V of rank r - s is held: send it on (the next step's block arrives meanwhile),
-    // attend to it, add the dK/dV the ranks before this one computed for it, send that on.
+    // attend to it one key chunk at a time, add the dK/dV the ranks before this one
+    // computed for that chunk, send it on.
     const int64_t kv_ticket = s + 1 < cp ? ring_->start(kv_[cur], kv_[1 - cur], bytes) : 0;
-    float* dkv = dkv_[s % 2];  // the exchange two steps back that sent it has been waited
+    float* dkv = dkv_[s % 2];  // the exchanges two steps back that sent it have been waited
     std::fill(dkv, dkv + kvn, 0.0f);
-    attend_backward(be, qkv, kv_[cur], (r - s + cp) % cp, dout, lse, dqkv, dkv);
-    if (dkv_ticket != 0) {
-      ring_->wait(dkv_ticket);
-      for (int64_t i = 0; i < kvn; ++i) dkv[i] += dkv_in_[i];
+    for (int kj = 0; kj < 2; ++kj) {
+      attend_backward(be, qkv, kv_[cur], (r - s + cp) % cp, kj, dout, lse, dqkv, dkv);
+      for (int b = 0; b < shape_.B; ++b) {
+        const int64_t at = (int64_t{b} * T + int64_t{kj} * chunks_.chunk) * row_floats;
+        int64_t& ticket = sent[static_cast<size_t>(2 * b + kj)];
+        if (ticket != 0) {
+          ring_->wait(ticket);
+          for (int64_t i = at; i < at + piece; ++i) dkv[i] += dkv_in_[i];
+        }
+        // After the last step this brings this rank's own block home, complete.
+        ticket = ring_->start(dkv + at, dkv_in_ + at, piece_bytes);
+      }
     }
-    // After the last step this brings this rank's own block home, complete.
-    dkv_ticket = ring_->start(dkv, dkv_in_, bytes);
     if (kv_ticket != 0) ring_->wait(kv_ticket);
     cur = 1 - cur;
   }
-  ring_->wait(dkv_ticket);
+  ring_->wait(sent.back());
   const int64_t q = OW, KW = 2 * int64_t{shape_.n_kv_head} * hd;
   for (int64_t row = 0; row < N; ++row) {
     float* d = dqkv + row * W + q;

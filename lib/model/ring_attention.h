@@ -5,7 +5,9 @@
 // block it holds and merges the partial result online (model/attention_blocks.h), the next
 // block's transfer overlapped with the current block's compute. Backward sends the blocks
 // around again, each with its accumulated dK/dV, which reach the block's owner after a
-// full turn. Only the k/v heads travel (grouped-query attention sends n_kv_head heads).
+// full turn; the dK/dV go one key chunk at a time, so the first chunk's transfer overlaps
+// the second chunk's compute (the last hop has no later compute to hide behind). Only the k/v heads
+// travel (grouped-query attention sends n_kv_head heads).
 //
 // The same contract as ops::Backend::attention_forward/backward on the local rows
 // ([B, T_local, qkv_width] with q | k | v per row), collective over the CP group: every CP
@@ -36,7 +38,9 @@ class RingAttention {
   void pack_kv(const float* qkv, float* kv) const;
   // Attends this rank's queries to the K/V block of CP rank `src`.
   void attend(ops::Backend& be, const float* qkv, const float* kv, int src, float* out, float* lse);
-  void attend_backward(ops::Backend& be, const float* qkv, const float* kv, int src,
+  // Backward of the blocks whose keys are local chunk `kj` (0 or 1) of `src`'s K/V block:
+  // dq accumulated, and the dK/dV rows of that chunk (complete for this rank afterwards).
+  void attend_backward(ops::Backend& be, const float* qkv, const float* kv, int src, int kj,
                        const float* dout, const float* lse, float* dqkv, float* dkv);
 
   ops::AttentionShape shape_;
