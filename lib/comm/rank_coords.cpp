@@ -127,15 +127,17 @@ std::vector<int> ep_group(const Layout& layout, int rank) {
 std::vector<int> edp_group(const Layout& layout, int rank) {
   const int ep = ep_of(layout);
   Coord c = coord_of(layout, rank);
-  std::vector<int> ranks;
-  for (c.dp = c.dp % ep; c.dp < layout.dp; c.dp += ep) ranks.push_back(rank_of(layout, c));
+  std::vector<int> ranks;  // ascending world rank: dp outer, cp inner
+  for (c.dp = c.dp % ep; c.dp < layout.dp; c.dp += ep) {
+    for (c.cp = 0; c.cp < layout.cp; ++c.cp) ranks.push_back(rank_of(layout, c));
+  }
   return ranks;
 }
 
 int ep_group_index(const Layout& layout, int rank) {
   const int ep = ep_of(layout);
   const Coord c = coord_of(layout, rank);
-  return (c.pp * layout.tp + c.tp) * (layout.dp / ep) + c.dp / ep;
+  return ((c.pp * layout.tp + c.tp) * layout.cp + c.cp) * (layout.dp / ep) + c.dp / ep;
 }
 
 int edp_group_index(const Layout& layout, int rank) {

@@ -31,12 +31,14 @@ std::vector<int> cp_group(const Layout& layout, int rank);
 std::vector<int> dp_cp_group(const Layout& layout, int rank);
 
 // Expert parallelism (layout.ep, carved out of dp): the ep group is the `ep` consecutive DP
-// ranks that split the experts between them (same tp, pp); the expert-data-parallel group
-// is the DP ranks that hold the same experts (dp rank % ep equal), over which expert
-// gradients are summed. This rank's place in its ep group is coord.dp % ep.
+// ranks that split the experts between them (same tp, pp, cp); the expert-data-parallel
+// group is the ranks that hold the same experts (dp rank % ep equal, every cp rank: they
+// route other tokens to the same experts), over which expert gradients are summed. This
+// rank's place in its ep group is coord.dp % ep.
 std::vector<int> ep_group(const Layout& layout, int rank);
 std::vector<int> edp_group(const Layout& layout, int rank);
-int ep_group_index(const Layout& layout, int rank);   // (pp * tp + tp_rank) * dp/ep + dp/ep
+// ((pp * tp + tp_rank) * cp + cp_rank) * dp/ep + dp/ep
+int ep_group_index(const Layout& layout, int rank);
 int edp_group_index(const Layout& layout, int rank);  // (pp * tp + tp_rank) * ep + dp % ep
 
 // Which group of each kind contains `rank`: the groups of one kind are numbered from 0 in

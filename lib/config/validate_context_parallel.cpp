@@ -47,18 +47,14 @@ void check_context_parallel(const JobSpec& s, const Locations& at) {
   }
   // Mixture of experts: the router's per-sequence counts (aux loss) are summed over the cp
   // ring (model/moe/router.h); what needs the whole micro-batch's token order is refused.
+  // Expert parallelism composes: each cp rank exchanges its own tokens with the ep ranks of
+  // its cp coordinate, and expert gradients are summed over every cp rank (comm/rank_coords.h).
   if (s.model.moe.enabled() && s.model.moe.capacity_factor > 0) {
     refuse(at, "model.moe.capacity_factor",
            "must be 0 (dropless)" + with +
                ": the capacity keeps each expert's first tokens of a micro-batch in token "
                "order, and context parallelism spreads those tokens over the cp ranks. Use "
                "capacity_factor: 0, or cp: 1.");
-  }
-  if (p.ep > 1) {
-    refuse(at, "parallel.ep",
-           "does not combine with parallel.cp yet (the expert groups are carved out of the "
-           "data-parallel ranks only); use ep: 1" +
-               with + " (every rank then holds all experts), or cp: 1.");
   }
 }
 

@@ -112,10 +112,9 @@ double DataParallel::grad_norm() {
   }
   double local = 0.0;
   if (zero_ && norm_.expert_dp != nullptr) {
-    // ZeRO-1 over expert-DP: each edp group holds the whole (summed) buffer in shards;
-    // the dense part is counted in the first one only (ep rank 0), every group's experts.
-    const int ep = dp_.size() / norm_.expert_dp->size();
-    if (dp_.rank() % ep == 0) local = zero_->local_grad_sumsq(norm_.counted);
+    // ZeRO over expert-DP: each edp group holds the whole (summed) buffer in shards; the
+    // dense part is counted in the first one only (ep rank 0), every group's experts.
+    if (norm_.first_in_ep_group) local = zero_->local_grad_sumsq(norm_.counted);
     local += zero_->local_grad_sumsq(norm_.expert_counted);
   } else if (zero_) {
     local = zero_->local_grad_sumsq(norm_.counted);

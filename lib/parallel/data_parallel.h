@@ -48,6 +48,9 @@ struct NormScope {
   // leaves them out.
   comm::Communicator* expert_dp = nullptr;
   std::vector<FloatRange> expert_counted;
+  // This rank's place in its ep group is 0 (coord.dp % ep): under ZeRO its expert-DP group
+  // counts the dense part.
+  bool first_in_ep_group = true;
 };
 
 // The flat ranges of `params` this rank counts toward a model-parallel norm: split

@@ -59,7 +59,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   b.parameters = params * kFloat;
   b.gradients = params * kFloat;
   // ZeRO shards over the ranks holding the same parameters: the gradient group dp x cp, or
-  // dp / ep for experts split over ep ranks (cp and ep are never both above 1).
+  // its 1/ep (expert-DP: dp / ep x cp ranks) with experts split over ep ranks.
   const int dp_cp = par.dp * par.cp;
   const int zero = dp_cp > 1 ? par.zero : 0;  // as data_parallel_options
   const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp / par.ep);
@@ -189,8 +189,13 @@ std::string format_memory_plan(const config::JobSpec& spec,
     // Expert memory per rank: with parallel.ep each rank holds 1/ep of the routed experts.
     out += "experts per rank (ep " + std::to_string(spec.parallel.ep) + ", " +
            std::to_string(config.moe.num_experts) + " routed experts per MoE layer):\n";
+    // ZeRO shards AdamW's state over the expert-DP group (dp x cp / ep ranks holding the
+    // same experts): its share of the experts' moments, as for the dense part.
+    const auto& par = spec.parallel;
+    const int edp = par.dp * par.cp / par.ep;
+    const bool sharded = spec.optimizer.type == "adamw" && par.zero >= 1 && par.dp * par.cp > 1;
     for (const MemoryBreakdown& b : plan) {
-      const double state = spec.optimizer.type == "adamw" ? 2 : 1;
+      const double state = spec.optimizer.type == "adamw" ? 2.0 / (sharded ? edp : 1) : 1;
       out += "  stage " + std::to_string(b.stage) + ": " + std::to_string(b.experts_per_layer) +
              " experts per MoE layer, " + mib(b.expert_parameters) + " MiB weights + " +
              mib(b.expert_parameters) + " grads + " + mib(state * b.expert_parameters) +

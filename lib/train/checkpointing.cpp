@@ -101,8 +101,8 @@ void Checkpointer::save(int64_t step, bool async) {
     }
   }
   // balance: bias: each MoE layer's expert bias, a buffer the same on every rank of its
-  // stage (one copy: DP replica 0, TP rank 0).
-  if (e_.groups.coord.dp == 0 && e_.groups.coord.tp == 0) {
+  // stage (one copy: DP replica 0, TP rank 0, CP rank 0).
+  if (e_.groups.coord.dp == 0 && e_.groups.coord.tp == 0 && e_.groups.coord.cp == 0) {
     for (const model::MoeLayer& l : e_.gpt.moe_layers()) {
       const std::vector<float>& bias = l.ffn->expert_bias();
       if (bias.empty()) continue;

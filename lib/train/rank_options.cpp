@@ -64,6 +64,7 @@ parallel::DataParallelOptions data_parallel_options(const ParallelOptions& paral
     o.sync.expert_dp = groups.edp.get();
     o.norm.expert_dp = groups.edp.get();
     o.norm.expert_counted = parallel::expert_counted_ranges(gpt.params());
+    o.norm.first_in_ep_group = groups.coord.dp % groups.layout.ep == 0;
     o.ep = groups.ep.get();
   }
   o.periodic = parallel.periodic;

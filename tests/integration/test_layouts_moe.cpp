@@ -296,6 +296,9 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
         {"d2e2t2", "{dp: 2, ep: 2, tp: 2}"},
         {"d2e2p2", "{dp: 2, ep: 2, pp: 2, schedule: 1f1b}"},
         {"d2e2p2-gpipe", "{dp: 2, ep: 2, pp: 2, schedule: gpipe}"},
+        {"d2e2p2-interleaved", "{dp: 2, ep: 2, pp: 2, schedule: interleaved, virtual_stages: 2}"},
+        {"d2e2p2-zb1p", "{dp: 2, ep: 2, pp: 2, schedule: zb1p}"},
+        {"d2e2p2-zbv", "{dp: 2, ep: 2, pp: 2, schedule: zbv, virtual_stages: 2}"},
         {"d2e2t2p2", "{dp: 2, ep: 2, tp: 2, pp: 2}"},
     };
     auto compare = [&](const std::string& layout, const Run& run) {
@@ -328,7 +331,7 @@ TEST_CASE("MoE: expert parallelism in every layout reproduces the single-worker 
 // Context parallelism (parallel.cp) splits each sequence over the cp ranks, so the router's
 // per-sequence counts (the sequence-wise aux loss, model/moe/router.h) are summed around the
 // CP ring. Dropless, 20 steps, both families and both balance modes with a signal: every
-// cp layout matches one worker, the aux loss included.
+// cp layout matches one worker, the aux loss included, with expert parallelism too.
 TEST_CASE("MoE: context-parallel layouts reproduce the single-worker run",
           "[train][layout][moe][cp]") {
   TempDir dir("layouts-moe-cp");
@@ -338,12 +341,17 @@ TEST_CASE("MoE: context-parallel layouts reproduce the single-worker run",
     const std::string model = model_of(family, balance);
     const std::string tag = family + "-" + balance;
     const Run ref = train_layout(dir.path(), tag + "-c1", model, "{dp: 1}", "", steps);
+    // d2e2c2: expert parallelism at each cp coordinate, expert gradients over dp/ep x cp.
     std::vector<std::pair<std::string, std::string>> layouts = {
-        {"c2", "{cp: 2}"}, {"d2c2", "{dp: 2, cp: 2}"}, {"p2c2", "{pp: 2, cp: 2, schedule: 1f1b}"}};
+        {"c2", "{cp: 2}"},
+        {"d2c2", "{dp: 2, cp: 2}"},
+        {"p2c2", "{pp: 2, cp: 2, schedule: 1f1b}"},
+        {"d2e2c2", "{dp: 2, ep: 2, cp: 2}"}};
     if (balance == "aux_loss") {
       layouts.push_back({"c4", "{cp: 4}"});
       layouts.push_back({"t2c2-sp", "{tp: 2, cp: 2, sequence_parallel: true}"});
       layouts.push_back({"d2c2-zero1", "{dp: 2, cp: 2, zero: 1}"});
+      layouts.push_back({"d2e2c2-zero2", "{dp: 2, ep: 2, cp: 2, zero: 2}"});
     }
     for (const auto& [layout, parallel] : layouts) {
       const Run run = train_layout(dir.path(), tag + "-" + layout, model, parallel, "", steps);
@@ -389,16 +397,19 @@ TEST_CASE("MoE: expert parallelism under bf16 and fp16 reproduces the single wor
 
 TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][moe][ep]") {
   TempDir dir("resume-moe-ep");
-  const std::string model = model_of("llama", "aux_loss");
   const std::string ckpt = "checkpoint: {every_steps: 3, async: false}\n";
   // Written at ep 2 (each expert block by its first DP rank), resumed at ep 1 and ep 4;
-  // written at ep 1, resumed at ep 2.
+  // written at ep 1, resumed at ep 2. With context parallelism and bias balancing: the
+  // expert biases are written once (CP rank 0), whatever the cp and ep.
   struct Case {
-    std::string from, to, name;
+    std::string from, to, name, balance;
   };
-  for (const Case& c : {Case{"{dp: 2, ep: 2}", "{dp: 1}", "e2-to-e1"},
-                        Case{"{dp: 2, ep: 2}", "{dp: 4, ep: 4}", "e2-to-e4"},
-                        Case{"{dp: 1}", "{dp: 2, ep: 2}", "e1-to-e2"}}) {
+  for (const Case& c : {Case{"{dp: 2, ep: 2}", "{dp: 1}", "e2-to-e1", "aux_loss"},
+                        Case{"{dp: 2, ep: 2}", "{dp: 4, ep: 4}", "e2-to-e4", "aux_loss"},
+                        Case{"{dp: 1}", "{dp: 2, ep: 2}", "e1-to-e2", "aux_loss"},
+                        Case{"{dp: 2, ep: 2, cp: 2}", "{dp: 1}", "e2c2-to-e1", "bias"},
+                        Case{"{cp: 2}", "{dp: 2, ep: 2}", "c2-to-e2", "bias"}}) {
+    const std::string model = model_of("llama", c.balance);
     const fs::path job = dir.path() / (c.name + ".yaml");
     write_job(job, c.name, model, c.from, ckpt);
     const fs::path ref = dir.path() / (c.name + "-ref");
@@ -408,6 +419,23 @@ TEST_CASE("MoE: a checkpoint resumes across expert-parallel layouts", "[resume][
     INFO(straight.out << straight.err);
     REQUIRE(straight.exit_code == 0);
     const Run want = read_run(ref);
+    if (c.balance == "bias") {
+      // One copy of each layer's expert bias, however many cp (and dp) ranks hold it.
+      const json meta =
+          json::parse(read_text(ref / "checkpoints" / "step_00000003" / "metadata.json"));
+      std::map<std::string, int> copies;
+      for (const json& f : meta["files"]) {
+        for (const json& t : f["tensors"]) {
+          const std::string name = t["name"];
+          if (name.find("e_score_correction_bias") != std::string::npos) ++copies[name];
+        }
+      }
+      CHECK(copies.size() == 4);  // every llama layer is MoE
+      for (const auto& [name, n] : copies) {
+        INFO(name);
+        CHECK(n == 1);
+      }
+    }
     const fs::path job2 = dir.path() / (c.name + "-resumed.yaml");
     write_job(job2, c.name, model, c.to, ckpt);
     const fs::path out = dir.path() / (c.name + "-out");

@@ -3,6 +3,7 @@
 // collective self-test with blocks of varied sizes, some empty.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,33 @@ TEST_CASE("ep groups are consecutive DP ranks, edp groups the DP ranks with the 
   }
   layout.ep = 3;
   CHECK_THROWS_AS(comm::ep_group(layout, 0), std::invalid_argument);
+}
+
+TEST_CASE("with context parallelism, ep groups keep the cp rank and edp groups span every cp rank",
+          "[comm][ep][cp]") {
+  comm::Layout layout{4, 1, 1};
+  layout.cp = 2;
+  layout.ep = 2;
+  // rank = dp * 2 + cp. Rank 5: dp 2, cp 1.
+  CHECK(comm::ep_group(layout, 5) == std::vector<int>{5, 7});         // dp 2, 3 at cp 1
+  CHECK(comm::edp_group(layout, 5) == std::vector<int>{0, 1, 4, 5});  // dp 0, 2, both cp
+  CHECK(comm::ep_group_index(layout, 5) == 1 * 2 + 1);                // cp 1, dp / ep 1
+  CHECK(comm::ep_group_index(layout, 4) == 0 * 2 + 1);
+  // Group indices name groups (and their store prefixes): distinct groups, distinct indices.
+  std::map<int, std::vector<int>> ep_by_index, edp_by_index;
+  for (int r = 0; r < layout.world_size(); ++r) {
+    for (int q : comm::ep_group(layout, r)) {
+      CHECK(comm::ep_group(layout, q) == comm::ep_group(layout, r));
+    }
+    const auto [it, fresh] =
+        ep_by_index.emplace(comm::ep_group_index(layout, r), comm::ep_group(layout, r));
+    CHECK(it->second == comm::ep_group(layout, r));
+    const auto [jt, fresh2] =
+        edp_by_index.emplace(comm::edp_group_index(layout, r), comm::edp_group(layout, r));
+    CHECK(jt->second == comm::edp_group(layout, r));
+  }
+  CHECK(ep_by_index.size() == 4);   // (cp, dp / ep) pairs
+  CHECK(edp_by_index.size() == 2);  // dp % ep
 }
 
 TEST_CASE("alltoallv moves blocks of every size through shared memory and through Gloo",
