@@ -30,13 +30,23 @@ GroupedExperts::GroupedExperts(const ModelContext& ctx, ParamList& params,
   }
 }
 
+bool GroupedExperts::stacked(const Expert& e) const {
+  // w1 [H/tp, C] directly followed by w3 in the flat buffer (and so in the gradient buffer,
+  // which has the same offsets): together they are one [2 H/tp, C] matrix, whose products
+  // with the rows write fc's gate | up halves in one call (half the calls, twice as wide).
+  return e.w_in2 >= 0 &&
+         ctx_.w().data(e.w_in2) == ctx_.w().data(e.w_in) + int64_t{H_local_} * ctx_.config.d_model;
+}
+
 void GroupedExperts::fc_forward(const int* offsets, const float* x, float* fc) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* xi = x + r0 * C;
     float* fci = fc + r0 * W;
-    if (e.w_in2 >= 0) {
+    if (stacked(e)) {
+      ctx_.be().gemm(false, true, n, 2 * H, C, 1.0f, xi, C, w.data(e.w_in), C, 0.0f, fci, W);
+    } else if (e.w_in2 >= 0) {
       ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in), C, 0.0f, fci, W);
       ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in2), C, 0.0f, fci + H, W);
     } else {
@@ -91,7 +101,9 @@ void GroupedExperts::weight_grads_in(const int* offsets, const float* d_fc, cons
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* xi = x + r0 * C;
     const float* di = d_fc + r0 * W;
-    if (e.w_in2 >= 0) {
+    if (stacked(e)) {
+      ctx_.be().gemm(true, false, 2 * H, C, n, 1.0f, di, W, xi, C, 1.0f, w.grad(e.w_in), C);
+    } else if (e.w_in2 >= 0) {
       ctx_.be().gemm(true, false, H, C, n, 1.0f, di, W, xi, C, 1.0f, w.grad(e.w_in), C);
       ctx_.be().gemm(true, false, H, C, n, 1.0f, di + H, W, xi, C, 1.0f, w.grad(e.w_in2), C);
     } else {
@@ -107,6 +119,10 @@ void GroupedExperts::input_grad(const int* offsets, const float* d_fc, float* dx
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* di = d_fc + r0 * W;
     float* dxi = dx + r0 * C;
+    if (stacked(e)) {
+      ctx_.be().gemm(false, false, n, C, 2 * H, 1.0f, di, W, w.data(e.w_in), C, 0.0f, dxi, C);
+      return;
+    }
     ctx_.be().gemm(false, false, n, C, H, 1.0f, di, W, w.data(e.w_in), C, 0.0f, dxi, C);
     if (e.w_in2 >= 0) {
       ctx_.be().gemm(false, false, n, C, H, 1.0f, di + H, W, w.data(e.w_in2), C, 1.0f, dxi, C);

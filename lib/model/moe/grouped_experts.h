@@ -60,6 +60,7 @@ class GroupedExperts {
     int w_in = -1, w_in2 = -1, b_in = -1;  // llama: w1, w3; gpt: c_fc weight, bias
     int w_out = -1, b_out = -1;            // llama: w2; gpt: c_proj weight, bias
   };
+  bool stacked(const Expert& e) const;  // llama: w3 right after w1 in the flat buffer
   const ModelContext& ctx_;
   int H_local_;
   std::vector<Expert> experts_;
