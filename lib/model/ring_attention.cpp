@@ -46,28 +46,33 @@ void RingAttention::pack_kv(const float* qkv, float* kv) const {
   }
 }
 
+HeadBlock RingAttention::block(const float* qkv, const float* kv, int src, int b, int h, int qi,
+                               int kj) const {
+  const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim;
+  const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd;
+  HeadBlock blk;
+  blk.q = qkv + (int64_t{b} * T + qi * c) * W + h * hd;
+  blk.ldq = W;
+  blk.k = kv + (int64_t{b} * T + kj * c) * KW + (h / shape_.group()) * hd;
+  blk.v = blk.k + shape_.n_kv_head * hd;
+  blk.ldkv = KW;
+  blk.nq = blk.nk = c;
+  blk.head_dim = hd;
+  blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
+  blk.kpos0 = chunks_.first_position(kj, src);
+  return blk;
+}
+
 void RingAttention::attend(ops::Backend& be, const float* qkv, const float* kv, int src, float* out,
                            float* lse) {
   const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim, NH = shape_.n_head;
-  const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd, OW = shape_.q_width();
-  const int group = NH / shape_.n_kv_head;
+  const int OW = shape_.q_width();
   for (int b = 0; b < shape_.B; ++b) {
     for (int h = 0; h < NH; ++h) {
       for (int qi = 0; qi < 2; ++qi) {
         const int64_t qrow = int64_t{b} * T + qi * c;
         for (int kj = 0; kj < 2; ++kj) {
-          const int64_t krow = int64_t{b} * T + kj * c;
-          HeadBlock blk;
-          blk.q = qkv + qrow * W + h * hd;
-          blk.ldq = W;
-          blk.k = kv + krow * KW + (h / group) * hd;
-          blk.v = blk.k + shape_.n_kv_head * hd;
-          blk.ldkv = KW;
-          blk.nq = blk.nk = c;
-          blk.head_dim = hd;
-          blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
-          blk.kpos0 = chunks_.first_position(kj, src);
-          head_block_forward(be, blk, out + qrow * OW + h * hd, OW,
+          head_block_forward(be, block(qkv, kv, src, b, h, qi, kj), out + qrow * OW + h * hd, OW,
                              lse + (int64_t{b} * NH + h) * T + qi * c, scratch_);
         }
       }
@@ -97,28 +102,16 @@ void RingAttention::attend_backward(ops::Backend& be, const float* qkv, const fl
                                     float* dkv) {
   const int T = shape_.T, c = chunks_.chunk, hd = shape_.head_dim, NH = shape_.n_head;
   const int W = shape_.qkv_width(), KW = 2 * shape_.n_kv_head * hd, OW = shape_.q_width();
-  const int group = NH / shape_.n_kv_head;
   for (int b = 0; b < shape_.B; ++b) {
     const int64_t krow = int64_t{b} * T + kj * c;
     for (int h = 0; h < NH; ++h) {
-      const int64_t kcol = (h / group) * hd;
+      float* dk = dkv + krow * KW + (h / shape_.group()) * hd;
       for (int qi = 0; qi < 2; ++qi) {
         const int64_t qrow = int64_t{b} * T + qi * c;
         const int64_t lrow = (int64_t{b} * NH + h) * T + qi * c;
-        HeadBlock blk;
-        blk.q = qkv + qrow * W + h * hd;
-        blk.ldq = W;
-        blk.k = kv + krow * KW + kcol;
-        blk.v = blk.k + shape_.n_kv_head * hd;
-        blk.ldkv = KW;
-        blk.nq = blk.nk = c;
-        blk.head_dim = hd;
-        blk.qpos0 = chunks_.first_position(qi, chunks_.rank);
-        blk.kpos0 = chunks_.first_position(kj, src);
-        float* dk = dkv + krow * KW + kcol;
-        head_block_backward(be, blk, dout + qrow * OW + h * hd, OW, lse + lrow, delta_ + lrow,
-                            dqkv + qrow * W + h * hd, W, dk, dk + shape_.n_kv_head * hd, KW,
-                            scratch_);
+        head_block_backward(be, block(qkv, kv, src, b, h, qi, kj), dout + qrow * OW + h * hd, OW,
+                            lse + lrow, delta_ + lrow, dqkv + qrow * W + h * hd, W, dk,
+                            dk + shape_.n_kv_head * hd, KW, scratch_);
       }
     }
   }

@@ -16,6 +16,7 @@
 
 #include "comm/ring_exchange.h"
 #include "model/activation_arena.h"
+#include "model/attention_blocks.h"
 #include "model/context_chunks.h"
 #include "ops/backend.h"
 
@@ -36,6 +37,8 @@ class RingAttention {
  private:
   int64_t kv_floats() const;  // one K/V block: [B, T_local, 2 n_kv_head head_dim]
   void pack_kv(const float* qkv, float* kv) const;
+  // Query chunk `qi` of head h of sequence b against key chunk `kj` of `src`'s block `kv`.
+  HeadBlock block(const float* qkv, const float* kv, int src, int b, int h, int qi, int kj) const;
   // Attends this rank's queries to the K/V block of CP rank `src`.
   void attend(ops::Backend& be, const float* qkv, const float* kv, int src, float* out, float* lse);
   // Backward of the blocks whose keys are local chunk `kj` (0 or 1) of `src`'s K/V block:
