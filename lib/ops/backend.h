@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tensor/tensor.h"
 
@@ -99,6 +100,28 @@ class Backend {
   // --- GEMM (row-major) C = alpha * op(A) op(B) + beta * C; op(A) is MxK, op(B) KxN ----
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                     int lda, const float* B, int ldb, float beta, float* C, int ldc) = 0;
+
+  // --- grouped GEMM: one product per group, as an MoE layer's experts --------------------
+  // For each group g: C_g = alpha * op(A_g) op(B_g) + beta * C_g (gemm's rules, M_g may be
+  // 0). The outputs must not overlap: a backend may run the groups in any order and at
+  // once. The default runs them one after another through gemm().
+  struct GemmGroup {
+    int M = 0, N = 0, K = 0;
+    const float* A = nullptr;
+    int lda = 0;
+    const float* B = nullptr;
+    int ldb = 0;
+    float* C = nullptr;
+    int ldc = 0;
+  };
+  virtual void gemm_grouped(bool trans_a, bool trans_b, float alpha, float beta,
+                            const std::vector<GemmGroup>& groups) {
+    for (const GemmGroup& g : groups) {
+      if (g.M > 0 && g.N > 0) {
+        gemm(trans_a, trans_b, g.M, g.N, g.K, alpha, g.A, g.lda, g.B, g.ldb, beta, g.C, g.ldc);
+      }
+    }
+  }
 
   // --- linear: out[N,OC] = inp[N,IC] @ weight[OC,IC]^T + bias[OC] (bias may be null) ---
   virtual void linear_forward(float* out, const float* inp, const float* weight, const float* bias,

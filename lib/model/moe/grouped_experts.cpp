@@ -38,21 +38,30 @@ bool GroupedExperts::stacked(const Expert& e) const {
          ctx_.w().data(e.w_in2) == ctx_.w().data(e.w_in) + int64_t{H_local_} * ctx_.config.d_model;
 }
 
+// The llama experts have no biases: every product is a plain gemm, and the experts' products
+// of one step go to the backend together (Backend::gemm_grouped: on the CPU each thread
+// takes whole experts instead of every expert being split over the threads).
 void GroupedExperts::fc_forward(const int* offsets, const float* x, float* fc) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
+  if (!ctx_.config.llama()) {
+    for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+      ctx_.be().linear_forward(fc + r0 * W, x + r0 * C, w.data(e.w_in), w.data(e.b_in), n, C, H);
+    });
+    return;
+  }
+  std::vector<ops::Backend::GemmGroup> g;
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* xi = x + r0 * C;
     float* fci = fc + r0 * W;
     if (stacked(e)) {
-      ctx_.be().gemm(false, true, n, 2 * H, C, 1.0f, xi, C, w.data(e.w_in), C, 0.0f, fci, W);
-    } else if (e.w_in2 >= 0) {
-      ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in), C, 0.0f, fci, W);
-      ctx_.be().gemm(false, true, n, H, C, 1.0f, xi, C, w.data(e.w_in2), C, 0.0f, fci + H, W);
+      g.push_back({n, 2 * H, C, xi, C, w.data(e.w_in), C, fci, W});
     } else {
-      ctx_.be().linear_forward(fci, xi, w.data(e.w_in), w.data(e.b_in), n, C, H);
+      g.push_back({n, H, C, xi, C, w.data(e.w_in), C, fci, W});
+      g.push_back({n, H, C, xi, C, w.data(e.w_in2), C, fci + H, W});
     }
   });
+  ctx_.be().gemm_grouped(false, true, 1.0f, 0.0f, g);
 }
 
 void GroupedExperts::activate(int rows, const float* fc, float* act) const {
@@ -67,8 +76,16 @@ void GroupedExperts::activate(int rows, const float* fc, float* act) const {
 void GroupedExperts::project(const int* offsets, const float* act, float* out) const {
   const int C = ctx_.config.d_model, H = H_local_;
   auto& w = ctx_.w();
+  if (ctx_.config.llama()) {
+    std::vector<ops::Backend::GemmGroup> g;
+    for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+      g.push_back({n, C, H, act + r0 * H, H, w.data(e.w_out), H, out + r0 * C, C});
+    });
+    ctx_.be().gemm_grouped(false, true, 1.0f, 0.0f, g);
+    return;
+  }
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
-    const float* bias = e.b_out >= 0 && ctx_.bias_here() ? w.data(e.b_out) : nullptr;
+    const float* bias = ctx_.bias_here() ? w.data(e.b_out) : nullptr;
     ctx_.be().linear_forward(out + r0 * C, act + r0 * H, w.data(e.w_out), bias, n, H, C);
   });
 }
@@ -77,10 +94,20 @@ void GroupedExperts::backward_out(const int* offsets, const float* d_out, const 
                                   float* d_act) const {
   const int C = ctx_.config.d_model, H = H_local_;
   auto& w = ctx_.w();
+  if (ctx_.config.llama()) {
+    // d_act = d_out W2; dW2 += d_out^T act.
+    std::vector<ops::Backend::GemmGroup> da, dw;
+    for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+      da.push_back({n, H, C, d_out + r0 * C, C, w.data(e.w_out), H, d_act + r0 * H, H});
+      dw.push_back({C, H, n, d_out + r0 * C, C, act + r0 * H, H, w.grad(e.w_out), H});
+    });
+    ctx_.be().gemm_grouped(false, false, 1.0f, 0.0f, da);
+    ctx_.be().gemm_grouped(true, false, 1.0f, 1.0f, dw);
+    return;
+  }
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     // Row-parallel: c_proj's bias gradient is the full one on every TP rank.
-    ctx_.be().linear_backward(d_act + r0 * H, w.grad(e.w_out),
-                              e.b_out >= 0 ? w.grad(e.b_out) : nullptr, d_out + r0 * C,
+    ctx_.be().linear_backward(d_act + r0 * H, w.grad(e.w_out), w.grad(e.b_out), d_out + r0 * C,
                               act + r0 * H, w.data(e.w_out), n, H, C);
   });
 }
@@ -98,36 +125,44 @@ void GroupedExperts::activate_backward(int rows, const float* fc, const float* d
 void GroupedExperts::weight_grads_in(const int* offsets, const float* d_fc, const float* x) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
+  if (!ctx_.config.llama()) {
+    for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
+      ctx_.be().linear_backward(nullptr, w.grad(e.w_in), w.grad(e.b_in), d_fc + r0 * W, x + r0 * C,
+                                w.data(e.w_in), n, C, H);
+    });
+    return;
+  }
+  std::vector<ops::Backend::GemmGroup> g;
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* xi = x + r0 * C;
     const float* di = d_fc + r0 * W;
     if (stacked(e)) {
-      ctx_.be().gemm(true, false, 2 * H, C, n, 1.0f, di, W, xi, C, 1.0f, w.grad(e.w_in), C);
-    } else if (e.w_in2 >= 0) {
-      ctx_.be().gemm(true, false, H, C, n, 1.0f, di, W, xi, C, 1.0f, w.grad(e.w_in), C);
-      ctx_.be().gemm(true, false, H, C, n, 1.0f, di + H, W, xi, C, 1.0f, w.grad(e.w_in2), C);
+      g.push_back({2 * H, C, n, di, W, xi, C, w.grad(e.w_in), C});
     } else {
-      ctx_.be().linear_backward(nullptr, w.grad(e.w_in), w.grad(e.b_in), di, xi, w.data(e.w_in), n,
-                                C, H);
+      g.push_back({H, C, n, di, W, xi, C, w.grad(e.w_in), C});
+      g.push_back({H, C, n, di + H, W, xi, C, w.grad(e.w_in2), C});
     }
   });
+  ctx_.be().gemm_grouped(true, false, 1.0f, 1.0f, g);
 }
 
 void GroupedExperts::input_grad(const int* offsets, const float* d_fc, float* dx) const {
   const int C = ctx_.config.d_model, W = fc_width(), H = H_local_;
   auto& w = ctx_.w();
+  // dx = d_fc W_in: llama's gate and up halves both feed x; unstacked, the up half adds on.
+  std::vector<ops::Backend::GemmGroup> first, up;
   for_each_group(offsets, [&](const Expert& e, size_t r0, int n) {
     const float* di = d_fc + r0 * W;
     float* dxi = dx + r0 * C;
     if (stacked(e)) {
-      ctx_.be().gemm(false, false, n, C, 2 * H, 1.0f, di, W, w.data(e.w_in), C, 0.0f, dxi, C);
+      first.push_back({n, C, 2 * H, di, W, w.data(e.w_in), C, dxi, C});
       return;
     }
-    ctx_.be().gemm(false, false, n, C, H, 1.0f, di, W, w.data(e.w_in), C, 0.0f, dxi, C);
-    if (e.w_in2 >= 0) {
-      ctx_.be().gemm(false, false, n, C, H, 1.0f, di + H, W, w.data(e.w_in2), C, 1.0f, dxi, C);
-    }
+    first.push_back({n, C, H, di, W, w.data(e.w_in), C, dxi, C});
+    if (e.w_in2 >= 0) up.push_back({n, C, H, di + H, W, w.data(e.w_in2), C, dxi, C});
   });
+  ctx_.be().gemm_grouped(false, false, 1.0f, 0.0f, first);
+  ctx_.be().gemm_grouped(false, false, 1.0f, 1.0f, up);
 }
 
 }  // namespace trainctl::model::moe

@@ -114,6 +114,36 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
   sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void CpuBackend::gemm_grouped(bool trans_a, bool trans_b, float alpha, float beta,
+                              const std::vector<GemmGroup>& groups) {
+  // Rounded operands (bf16/fp16) go through gemm(): matmul_operand's staging buffers are
+  // shared by the calls.
+  if (matmul_ != DType::fp32 || pool_.size() == 1 || groups.size() < 2) {
+    Backend::gemm_grouped(trans_a, trans_b, alpha, beta, groups);
+    return;
+  }
+  std::vector<double> work_before(groups.size() + 1, 0.0);  // prefix sums of M N K
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const GemmGroup& p = groups[g];
+    check_gemm_args(trans_a, trans_b, p.M, p.N, p.K, p.lda, p.ldb, p.ldc);
+    work_before[g + 1] = work_before[g] + double{1} * p.M * p.N * p.K;
+  }
+  const double total = work_before.back();
+  const int threads = pool_.size();
+  // Thread t runs the groups whose work midpoint lies in [t, t + 1) * total / threads.
+  pool_.run_on_all([&](int t) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const double mid = (work_before[g] + work_before[g + 1]) / 2;
+      const int owner = total > 0 ? std::min(threads - 1, static_cast<int>(mid / total * threads))
+                                  : static_cast<int>(g) % threads;
+      const GemmGroup& p = groups[g];
+      if (owner != t || p.M == 0 || p.N == 0) continue;
+      sgemm_serial(trans_a, trans_b, p.M, p.N, p.K, alpha, p.A, p.lda, p.B, p.ldb, beta, p.C,
+                   p.ldc);
+    }
+  });
+}
+
 void CpuBackend::linear_forward(float* out, const float* inp, const float* weight,
                                 const float* bias, int N, int IC, int OC) {
   inp = matmul_operand(0, inp, N, IC, IC);

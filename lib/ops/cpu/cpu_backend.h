@@ -31,6 +31,11 @@ class CpuBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
+  // fp32 products with several threads: the groups are split into contiguous runs of about
+  // equal work, one per thread, each product single-threaded (small products, such as one
+  // expert's ~500 rows, lose more to splitting than to an uneven last run).
+  void gemm_grouped(bool trans_a, bool trans_b, float alpha, float beta,
+                    const std::vector<GemmGroup>& groups) override;
 
   void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override;
