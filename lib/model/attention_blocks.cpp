@@ -61,7 +61,7 @@ void head_block_forward(ops::Backend& be, const HeadBlock& b, float* out, int ld
     const int nk = visible_keys(b, i0 + rows - 1);
     if (nk == 0) continue;  // no row of the tile sees a key of the block: nothing to merge
     const float* q = b.q + static_cast<int64_t>(i0) * b.ldq;
-    be.gemm(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, s, b.nk);
+    be.gemm_fp32(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, s, b.nk);
     for (int i = 0; i < rows; ++i) {
       float* si = s + static_cast<int64_t>(i) * b.nk;
       const int n = visible_keys(b, i0 + i);
@@ -78,8 +78,8 @@ void head_block_forward(ops::Backend& be, const HeadBlock& b, float* out, int ld
       std::fill(si + n, si + nk, 0.0f);
       lse_part[i] = m + std::log(sum);
     }
-    be.gemm(false, false, rows, b.head_dim, nk, 1.0f, s, b.nk, b.v, b.ldkv, 0.0f, o_part,
-            b.head_dim);
+    be.gemm_fp32(false, false, rows, b.head_dim, nk, 1.0f, s, b.nk, b.v, b.ldkv, 0.0f, o_part,
+                 b.head_dim);
     merge_attention_partial(out + static_cast<int64_t>(i0) * ldo, ldo, lse + i0, o_part, b.head_dim,
                             lse_part, rows, b.head_dim);
   }
@@ -98,7 +98,7 @@ void head_block_backward(ops::Backend& be, const HeadBlock& b, const float* dout
     if (nk == 0) continue;  // the tile's probabilities in this block are all 0
     const float* q = b.q + static_cast<int64_t>(i0) * b.ldq;
     const float* dO = dout + static_cast<int64_t>(i0) * ldo;
-    be.gemm(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, p, b.nk);
+    be.gemm_fp32(false, true, rows, nk, b.head_dim, scale, q, b.ldq, b.k, b.ldkv, 0.0f, p, b.nk);
     for (int i = 0; i < rows; ++i) {
       float* pi = p + static_cast<int64_t>(i) * b.nk;
       const int n = visible_keys(b, i0 + i);
@@ -107,17 +107,17 @@ void head_block_backward(ops::Backend& be, const HeadBlock& b, const float* dout
       std::fill(pi + n, pi + nk, 0.0f);
     }
     // dV += P^T dO; dP = dO V^T; dS = P (dP - delta) scale; dQ += dS K; dK += dS^T Q.
-    be.gemm(true, false, nk, b.head_dim, rows, 1.0f, p, b.nk, dO, ldo, 1.0f, dv, lddkv);
-    be.gemm(false, true, rows, nk, b.head_dim, 1.0f, dO, ldo, b.v, b.ldkv, 0.0f, dp, b.nk);
+    be.gemm_fp32(true, false, nk, b.head_dim, rows, 1.0f, p, b.nk, dO, ldo, 1.0f, dv, lddkv);
+    be.gemm_fp32(false, true, rows, nk, b.head_dim, 1.0f, dO, ldo, b.v, b.ldkv, 0.0f, dp, b.nk);
     for (int i = 0; i < rows; ++i) {
       const float* pi = p + static_cast<int64_t>(i) * b.nk;
       float* di = dp + static_cast<int64_t>(i) * b.nk;
       const float d = delta[i0 + i];
       for (int j = 0; j < nk; ++j) di[j] = pi[j] * (di[j] - d) * scale;
     }
-    be.gemm(false, false, rows, b.head_dim, nk, 1.0f, dp, b.nk, b.k, b.ldkv, 1.0f,
-            dq + static_cast<int64_t>(i0) * lddq, lddq);
-    be.gemm(true, false, nk, b.head_dim, rows, 1.0f, dp, b.nk, q, b.ldq, 1.0f, dk, lddkv);
+    be.gemm_fp32(false, false, rows, b.head_dim, nk, 1.0f, dp, b.nk, b.k, b.ldkv, 1.0f,
+                 dq + static_cast<int64_t>(i0) * lddq, lddq);
+    be.gemm_fp32(true, false, nk, b.head_dim, rows, 1.0f, dp, b.nk, q, b.ldq, 1.0f, dk, lddkv);
   }
 }
 

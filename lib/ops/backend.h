@@ -101,6 +101,14 @@ class Backend {
   virtual void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                     int lda, const float* B, int ldb, float beta, float* C, int ldc) = 0;
 
+  // The same product with fp32 operands whatever BackendOptions::matmul: attention's own
+  // products (Q K^T, P V and their gradients), which the fused attention kernels keep in
+  // fp32 as well; ring attention's blocks (model/attention_blocks.h) use it so that a
+  // context-parallel run rounds what a single worker rounds, no more.
+  virtual void gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                         const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                         int ldc) = 0;
+
   // --- grouped GEMM: one product per group, as an MoE layer's experts --------------------
   // For each group g: C_g = alpha * op(A_g) op(B_g) + beta * C_g (gemm's rules, M_g may be
   // 0). The outputs must not overlap: a backend may run the groups in any order and at

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "integration/helpers.h"
+#include "integration/rounding_bounds.h"
 
 using namespace trainctl::test;
 using nlohmann::json;
@@ -49,8 +50,8 @@ Run read_run(const fs::path& metrics) {
 }
 
 Run train(const fs::path& dir, const std::string& name, const std::string& model,
-          const std::string& parallel) {
-  write_text(dir / (name + ".yaml"), job_text(name, model, parallel, 4));
+          const std::string& parallel, const std::string& extra = "") {
+  write_text(dir / (name + ".yaml"), job_text(name, model, parallel, 4, extra));
   const ProcResult r =
       run_trainctl({"train", (dir / (name + ".yaml")).string()}, dir, std::chrono::seconds(180));
   INFO(name << "\n" << r.out << r.err);
@@ -86,6 +87,58 @@ TEST_CASE("context-parallel layouts reproduce the single-worker run", "[train][l
                                          {"c2-zero2", "{cp: 2, zero: 2}"},
                                          {"c2-zero3", "{cp: 2, zero: 3}"}}) {
       check_same(ref, train(dir.path(), family + "-" + name, model, parallel), family + "-" + name);
+    }
+  }
+}
+
+// Every pipeline schedule runs each stage's blocks on the local tokens, and recomputation
+// repeats the ring forward inside the backward pass: both still give one worker's run. Four
+// blocks, so interleaved and zbv have two virtual stages per rank.
+TEST_CASE("context parallelism with every schedule and with recomputation reproduces one worker",
+          "[train][layout][cp]") {
+  TempDir dir("layouts_cp_schedules");
+  const std::string gpt4 = "{vocab_size: 64, seq_len: 16, n_layer: 4, n_head: 4, d_model: 32}";
+  const std::string llama4 =
+      "{type: llama, vocab_size: 64, seq_len: 16, n_layer: 4, n_head: 4, n_kv_head: 2, "
+      "d_model: 32, ffn_hidden: 48}";
+  for (const auto& [family, model] :
+       {std::pair{std::string("gpt"), gpt4}, std::pair{std::string("llama"), llama4}}) {
+    const Run ref = train(dir.path(), family + "-c1", model, "{dp: 1}");
+    for (const auto& [name, parallel] :
+         {std::pair{std::string("p2c2-gpipe"), std::string("{pp: 2, cp: 2, schedule: gpipe}")},
+          {"p2c2-interleaved", "{pp: 2, cp: 2, schedule: interleaved, virtual_stages: 2}"},
+          {"p2c2-zb1p", "{pp: 2, cp: 2, schedule: zb1p}"},
+          {"p2c2-zbv", "{pp: 2, cp: 2, schedule: zbv, virtual_stages: 2}"}}) {
+      check_same(ref, train(dir.path(), family + "-" + name, model, parallel), family + "-" + name);
+    }
+    for (const std::string recompute : {"full", "selective"}) {
+      const std::string name = family + "-c2-recompute-" + recompute;
+      // job_text's training line is fixed: recomputation goes in through --set.
+      write_text(dir.path() / (name + ".yaml"), job_text(name, model, "{cp: 2}", 4));
+      const ProcResult r = run_trainctl(
+          {"train", name + ".yaml", "--set", "training.activation_checkpointing=" + recompute},
+          dir.path(), std::chrono::seconds(180));
+      INFO(name << "\n" << r.out << r.err);
+      REQUIRE(r.exit_code == 0);
+      check_same(ref, read_run(dir.path() / "runs" / name / "metrics.jsonl"), name);
+    }
+  }
+}
+
+// bf16 and fp16 matrix products with context parallelism: the ring's blocks are fp32 and
+// the products round the same operands on whichever rank runs them, so cp 2 stays within
+// the reach of the format's own rounding of the single worker (integration/rounding_bounds.h).
+TEST_CASE("context parallelism under bf16 and fp16 reproduces the single worker",
+          "[train][layout][cp][mixed]") {
+  TempDir dir("layouts_cp_mixed");
+  const Run fp32 = train(dir.path(), "fp32-c1", kLlamaModel, "{dp: 1}");
+  for (const std::string precision : {"bf16", "fp16"}) {
+    const std::string extra = "precision: {compute: " + precision + "}\n";
+    const Run one = train(dir.path(), precision + "-c1", kLlamaModel, "{dp: 1}", extra);
+    for (const auto& [name, parallel] :
+         {std::pair{std::string("c2"), std::string("{cp: 2}")}, {"d2c2", "{dp: 2, cp: 2}"}}) {
+      const Run run = train(dir.path(), precision + "-" + name, kLlamaModel, parallel, extra);
+      check_within_rounding(precision + " " + name, run.losses, one.losses, fp32.losses);
     }
   }
 }

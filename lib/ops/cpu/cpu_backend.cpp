@@ -114,6 +114,13 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
   sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void CpuBackend::gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                           const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                           int ldc) {
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  sgemm_parallel(pool_, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void CpuBackend::gemm_grouped(bool trans_a, bool trans_b, float alpha, float beta,
                               const std::vector<GemmGroup>& groups) {
   // Rounded operands (bf16/fp16) go through gemm(): matmul_operand's staging buffers are

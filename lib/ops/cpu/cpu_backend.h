@@ -31,6 +31,8 @@ class CpuBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
+  void gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                 int lda, const float* B, int ldb, float beta, float* C, int ldc) override;
   // fp32 products with several threads: the groups are split into contiguous runs of about
   // equal work, one per thread, each product single-threaded (small products, such as one
   // expert's ~500 rows, lose more to splitting than to an uneven last run).

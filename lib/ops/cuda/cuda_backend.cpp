@@ -162,6 +162,21 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float al
   op_done();
 }
 
+void CudaBackend::gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                            const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                            int ldc) {
+  bind();
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.0f) {  // C = beta C
+    if (beta != 1.0f) launch_scale_matrix(stream_, C, M, N, ldc, beta);
+    op_done();
+    return;
+  }
+  gemm_->run(stream_, DType::fp32, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  op_done();
+}
+
 void CudaBackend::linear_forward(float* out, const float* inp, const float* weight,
                                  const float* bias, int N, int IC, int OC) {
   bind();

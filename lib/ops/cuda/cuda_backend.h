@@ -54,6 +54,8 @@ class CudaBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
             const float* B, int ldb, float beta, float* C, int ldc) override;
+  void gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+                 int lda, const float* B, int ldb, float beta, float* C, int ldc) override;
   void linear_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override;
   void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
