@@ -146,16 +146,20 @@ void CudaBackend::copy(float* dst, const float* src, size_t n) {
 
 // --- GEMM and linear ---------------------------------------------------------------------
 
+bool CudaBackend::nothing_to_multiply(int M, int N, int K, float alpha, float beta, float* C,
+                                      int ldc) {
+  if (M == 0 || N == 0) return true;
+  if (K != 0 && alpha != 0.0f) return false;
+  if (beta != 1.0f) launch_scale_matrix(stream_, C, M, N, ldc, beta);  // C = beta C
+  op_done();
+  return true;
+}
+
 void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
                        int lda, const float* B, int ldb, float beta, float* C, int ldc) {
   bind();
   check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  if (M == 0 || N == 0) return;
-  if (K == 0 || alpha == 0.0f) {  // C = beta C
-    if (beta != 1.0f) launch_scale_matrix(stream_, C, M, N, ldc, beta);
-    op_done();
-    return;
-  }
+  if (nothing_to_multiply(M, N, K, alpha, beta, C, ldc)) return;
   const Operand a = operand(kOperandA, A, trans_a ? K : M, trans_a ? M : K, lda);
   const Operand b = operand(kOperandB, B, trans_b ? N : K, trans_b ? K : N, ldb);
   product(trans_a, trans_b, M, N, K, alpha, a, b, beta, C, ldc);
@@ -167,12 +171,7 @@ void CudaBackend::gemm_fp32(bool trans_a, bool trans_b, int M, int N, int K, flo
                             int ldc) {
   bind();
   check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  if (M == 0 || N == 0) return;
-  if (K == 0 || alpha == 0.0f) {  // C = beta C
-    if (beta != 1.0f) launch_scale_matrix(stream_, C, M, N, ldc, beta);
-    op_done();
-    return;
-  }
+  if (nothing_to_multiply(M, N, K, alpha, beta, C, ldc)) return;
   gemm_->run(stream_, DType::fp32, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   op_done();
 }

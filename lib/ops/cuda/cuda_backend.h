@@ -128,6 +128,8 @@ class CudaBackend final : public Backend {
 
   // An operand of a matrix product as cuBLASLt reads it: row-major elements of the matmul
   // type with leading dimension `ld` (in elements).
+  // M or N = 0, or K = 0 / alpha = 0 (C = beta C, done here): true when no product is left.
+  bool nothing_to_multiply(int M, int N, int K, float alpha, float beta, float* C, int ldc);
   struct Operand {
     const void* data;
     int ld;
