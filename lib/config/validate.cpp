@@ -193,6 +193,14 @@ void check_parallel(const JobSpec& s, const Checker& c) {
            "ZeRO-3 reduce-scatters each block's gradients in fp32; bf16 gradient communication "
            "applies to zero: 0 and 1. Use grad_comm: fp32 with zero: 3.");
   }
+  if (p.zero == 3 && p.dp > 1 && s.precision.compute != DType::fp32) {
+    c.fail("parallel.zero",
+           std::string("ZeRO-3 keeps fp32 parameter shards, and precision.compute: ") +
+               dtype_name(s.precision.compute) +
+               " keeps the model's weights in 16 bits with fp32 master weights in the optimizer "
+               "(the mixed-precision layout), which is built for zero: 0, 1 and 2. Use zero: 2 "
+               "(it shards the master weights with the optimizer state), or compute: fp32.");
+  }
   if (p.zero == 3 && p.dp > 1 && s.device == Device::cuda) {
     c.fail("parallel.zero",
            "ZeRO-3 runs on device: cpu only for now (it initialises, checkpoints and exports "

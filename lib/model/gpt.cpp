@@ -75,6 +75,8 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
   for (const ParamSpec& spec : list.specs()) params_.declare(spec);
   if (options.unbound_params) {
     params_.allocate_unbound();
+  } else if (options.grads_only) {
+    params_.allocate_grads_only();
   } else {
     params_.allocate();
   }

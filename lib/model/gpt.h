@@ -72,6 +72,10 @@ struct GptOptions {
   // ZeRO-3: allocate no flat parameter/gradient buffers; the owner binds each block's
   // storage (ParameterSet::bind) from the block hooks (parallel/zero3_params.h).
   bool unbound_params = false;
+  // Mixed precision: allocate the flat gradient buffer only; the owner keeps the weights
+  // in 16 bits and binds each unit's fp32 widening from the block hooks
+  // (parallel/mixed_params.h).
+  bool grads_only = false;
 };
 
 // Floats a Gpt allocates through its backend, by purpose (model/activation_arena.h),

@@ -83,6 +83,24 @@ void ParameterSet::allocate_unbound() {
   grad_at_.assign(params_.size(), nullptr);
 }
 
+void ParameterSet::allocate_grads_only() {
+  if (data_ || grads_) throw std::logic_error("ParameterSet: allocate_grads_only() twice");
+  grads_ = static_cast<float*>(backend_->alloc(static_cast<size_t>(total_) * sizeof(float)));
+  data_at_.assign(params_.size(), nullptr);
+  grad_at_.clear();
+  for (const Param& p : params_) grad_at_.push_back(grads_ + p.offset);
+}
+
+void ParameterSet::bind_data(int64_t begin, int64_t end, float* data) {
+  if (!bound() || grads_ == nullptr) {
+    throw std::logic_error("ParameterSet: bind_data() needs allocate_grads_only()");
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t offset = params_[i].offset;
+    if (offset >= begin && offset < end) data_at_[i] = data + (offset - begin);
+  }
+}
+
 void ParameterSet::bind(int64_t begin, int64_t end, float* data, float* grads) {
   if (!bound()) throw std::logic_error("ParameterSet: bind() needs allocate_unbound()");
   for (size_t i = 0; i < params_.size(); ++i) {

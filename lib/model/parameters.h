@@ -50,11 +50,19 @@ class ParameterSet {
   // bind() instead (ZeRO-3 keeps only a shard of the flat buffers, parallel/zero3_params.h).
   // data() and grads() are null then, and so is data(i) / grad(i) until bound.
   void allocate_unbound();
+  // Allocates the flat gradient buffer only (zeroed): gradients live there as after
+  // allocate(), while each parameter's values come from bind_data() (the mixed-precision
+  // layout keeps the model's weights in 16 bits and widens each unit to fp32 around its
+  // use; parallel/mixed_params.h). data() is null.
+  void allocate_grads_only();
   // The parameters that start inside [begin, end) of the flat layout now live in
   // `data` / `grads` (either may be null), which hold that range of the flat layout:
   // data(i) = data + offset - begin. Only after allocate_unbound().
   void bind(int64_t begin, int64_t end, float* data, float* grads);
   bool bound() const { return data_ == nullptr && !data_at_.empty(); }
+  // After allocate_grads_only(): the parameters starting inside [begin, end) read their
+  // values from `data`, which holds that range of the flat layout; gradients stay put.
+  void bind_data(int64_t begin, int64_t end, float* data);
   // Fills every parameter from its init rule; values depend only on (seed, name, GLOBAL
   // element index), never on the order of declaration or on the process layout: a shard
   // holds exactly its slice of the unsharded model.

@@ -24,8 +24,8 @@ namespace {
 // buffer (a bias sits between two weights), so the update walks parameters, not floats.
 class AdamW : public Optimizer {
  public:
-  AdamW(const OptimizerOptions& o, model::ParameterSet& p, ops::Backend& b)
-      : opt_(o), params_(p), backend_(b) {
+  AdamW(const OptimizerOptions& o, model::ParameterSet& p, ops::Backend& b, float* weights)
+      : opt_(o), params_(p), backend_(b), w_(weights) {
     const size_t bytes = static_cast<size_t>(p.total()) * sizeof(float);
     m_ = static_cast<float*>(b.alloc(bytes));
     v_ = static_cast<float*>(b.alloc(bytes));
@@ -41,7 +41,7 @@ class AdamW : public Optimizer {
     ++t_;
     for (const model::Param& p : params_.list()) {
       const float wd = p.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-      backend_.adamw(params_.data() + p.offset, params_.grads() + p.offset, m_ + p.offset,
+      backend_.adamw(w_ + p.offset, params_.grads() + p.offset, m_ + p.offset,
                      v_ + p.offset, static_cast<size_t>(p.numel), static_cast<float>(lr),
                      static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
                      static_cast<float>(opt_.eps), wd, t_);
@@ -66,6 +66,7 @@ class AdamW : public Optimizer {
   OptimizerOptions opt_;
   model::ParameterSet& params_;
   ops::Backend& backend_;
+  float* w_;  // the weights updated (params.data() or the master)
   float* m_ = nullptr;
   float* v_ = nullptr;
   int t_ = 0;
@@ -75,8 +76,8 @@ class AdamW : public Optimizer {
 // Runs on host memory: only the CPU backend exists for it.
 class Sgd : public Optimizer {
  public:
-  Sgd(const OptimizerOptions& o, model::ParameterSet& p, ops::Backend& b)
-      : opt_(o), params_(p), backend_(b) {
+  Sgd(const OptimizerOptions& o, model::ParameterSet& p, ops::Backend& b, float* weights)
+      : opt_(o), params_(p), backend_(b), w_(weights) {
     if (b.device() != Device::cpu) throw std::invalid_argument("sgd: CPU backend only");
     buf_ = static_cast<float*>(b.alloc(static_cast<size_t>(p.total()) * sizeof(float)));
   }
@@ -88,7 +89,7 @@ class Sgd : public Optimizer {
     const auto mu = static_cast<float>(opt_.beta1);
     for (const model::Param& p : params_.list()) {
       const float wd = p.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-      float* w = params_.data() + p.offset;
+      float* w = w_ + p.offset;
       const float* g = params_.grads() + p.offset;
       float* buf = buf_ + p.offset;
       for (int64_t i = 0; i < p.numel; ++i) {
@@ -117,6 +118,7 @@ class Sgd : public Optimizer {
   OptimizerOptions opt_;
   model::ParameterSet& params_;
   ops::Backend& backend_;
+  float* w_;  // the weights updated (params.data() or the master)
   float* buf_ = nullptr;
   bool first_ = true;
 };
@@ -124,9 +126,11 @@ class Sgd : public Optimizer {
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options,
-                                          model::ParameterSet& params, ops::Backend& backend) {
-  if (options.type == "adamw") return std::make_unique<AdamW>(options, params, backend);
-  if (options.type == "sgd") return std::make_unique<Sgd>(options, params, backend);
+                                          model::ParameterSet& params, ops::Backend& backend,
+                                          float* weights) {
+  if (weights == nullptr) weights = params.data();
+  if (options.type == "adamw") return std::make_unique<AdamW>(options, params, backend, weights);
+  if (options.type == "sgd") return std::make_unique<Sgd>(options, params, backend, weights);
   throw std::invalid_argument("unknown optimizer type " + options.type);
 }
 

@@ -45,8 +45,12 @@ class Optimizer {
   virtual size_t state_bytes() const = 0;
 };
 
+// `weights`: the fp32 values the update writes, laid out like the flat buffer; null: the
+// set's own (params.data()). The mixed-precision layout passes its fp32 master weights
+// (parallel/mixed_params.h).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options,
-                                          model::ParameterSet& params, ops::Backend& backend);
+                                          model::ParameterSet& params, ops::Backend& backend,
+                                          float* weights = nullptr);
 
 // Throws std::invalid_argument unless `state` has exactly `names` and buffers of
 // params.total() floats.

@@ -17,6 +17,20 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
     throw std::invalid_argument("parallel.zero must be 0, 1, 2 or 3, got " +
                                 std::to_string(zero_stage_));
   }
+  if (options.weights != DType::fp32) {
+    if (zero_stage_ == 3) {
+      throw std::invalid_argument(
+          "ZeRO-3 keeps fp32 parameter shards: the mixed-precision layout (16-bit weights, "
+          "fp32 master) is built for ZeRO 0-2");
+    }
+    // The master is sharded like ZeRO's moments: over the ranks holding the same
+    // parameters (expert-DP with expert parallelism).
+    comm::Communicator& shards =
+        zero_stage_ > 0 && options.sync.expert_dp ? *options.sync.expert_dp : dp;
+    mixed_ = std::make_unique<MixedParams>(gpt, backend, options.weights, shards, zero_stage_ > 0);
+  }
+  // The fp32 values the optimizer updates: the model's own, or the mixed layout's master.
+  float* const weights = mixed_ ? mixed_->master() : nullptr;
   if (options.periodic.mode != DpSyncMode::allreduce) {
     if (zero_stage_ != 0) {
       throw std::invalid_argument("parallel.dp_sync " +
@@ -24,8 +38,9 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
                                   " keeps a model per replica: ZeRO does not apply");
     }
     // Replicas step on their own gradients: no buckets, no grad-ready hook.
-    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
-    periodic_ = std::make_unique<PeriodicSync>(dp, gpt.params(), backend, options.periodic);
+    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend, weights);
+    periodic_ =
+        std::make_unique<PeriodicSync>(dp, gpt.params(), backend, options.periodic, weights);
     return;
   }
   if (zero_stage_ == 3) {
@@ -36,13 +51,14 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
     return;  // gradients are reduce-scattered block by block from the model's hooks
   }
   if (zero_stage_ == 0) {
-    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend);
+    optimizer_ = optim::make_optimizer(optimizer, gpt.params(), backend, weights);
   } else {
     // Expert parallelism: the DP ranks differ in their experts, so ZeRO shards over the
     // expert-DP group, whose ranks hold the same parameters and (after the sums below) the
     // same gradients.
     comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
-    auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_);
+    auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_,
+                                            weights);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }
@@ -187,10 +203,15 @@ double DataParallel::clip_grad_norm(double norm, double max_norm, double unscale
   return clip;
 }
 
-void DataParallel::step(double lr) { optimizer_->step(lr); }
+void DataParallel::step(double lr) {
+  optimizer_->step(lr);
+  if (mixed_) mixed_->publish();  // the 16-bit weights from the new master (ZeRO: allgather)
+}
 
 void DataParallel::after_update(int64_t step, bool last) {
-  if (periodic_) periodic_->after_update(step, last);
+  if (!periodic_) return;
+  periodic_->after_update(step, last);
+  if (mixed_) mixed_->publish();  // the replicas may have averaged their masters
 }
 
 float DataParallel::local_grad_factor() const {
@@ -204,6 +225,7 @@ StepCommStats DataParallel::stats() const {
   if (zero_) s += zero_->stats();
   if (zero3_) s += zero3_->stats();
   if (periodic_) s += periodic_->stats();
+  if (mixed_) s += mixed_->publish_stats();
   return s;
 }
 

@@ -26,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm_stats.h"
 #include "parallel/grad_sync.h"
+#include "parallel/mixed_params.h"
 #include "parallel/periodic_sync.h"
 #include "parallel/zero3_optimizer.h"
 #include "parallel/zero3_params.h"
@@ -77,6 +78,10 @@ struct DataParallelOptions {
   // Expert parallelism (sync.expert_dp set): the ranks that split the experts. ZeRO-2 sums
   // the dense gradients over it before its reduce-scatter over expert-DP.
   comm::Communicator* ep = nullptr;
+  // bf16 / fp16: the mixed-precision layout (parallel/mixed_params.h): 16-bit weights,
+  // fp32 gradients and fp32 master weights, sharded with the moments under ZeRO-1/2; gpt
+  // built with GptOptions::grads_only. Not with ZeRO-3.
+  DType weights = DType::fp32;
 };
 
 class DataParallel {
@@ -133,6 +138,9 @@ class DataParallel {
   const GradSync* grad_sync() const { return sync_.get(); }
   // The sharded parameters under ZeRO-3 (initialisation, checkpoints, export), else null.
   Zero3Params* zero3() const { return zero3_.get(); }
+  // The 16-bit weights and fp32 master of the mixed-precision layout (initialisation,
+  // checkpoints, export), else null.
+  MixedParams* mixed() const { return mixed_.get(); }
 
  private:
   double replica_grad_norm();
@@ -143,6 +151,7 @@ class DataParallel {
   int zero_stage_;
   NormScope norm_;
   std::unique_ptr<GradSync> sync_;
+  std::unique_ptr<MixedParams> mixed_;  // before the optimizer, which updates its master
   std::unique_ptr<optim::Optimizer> optimizer_;
   ZeroAdamW* zero_ = nullptr;  // optimizer_ when sharded
   std::unique_ptr<Zero3Params> zero3_;

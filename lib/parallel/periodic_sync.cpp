@@ -27,8 +27,13 @@ DpSyncMode parse_dp_sync_mode(std::string_view name) {
 }
 
 PeriodicSync::PeriodicSync(comm::Communicator& dp, model::ParameterSet& params,
-                           ops::Backend& backend, const PeriodicSyncOptions& options)
-    : dp_(dp), params_(params), backend_(backend), options_(options) {
+                           ops::Backend& backend, const PeriodicSyncOptions& options,
+                           float* weights)
+    : dp_(dp),
+      params_(params),
+      w_(weights != nullptr ? weights : params.data()),
+      backend_(backend),
+      options_(options) {
   if (options.mode == DpSyncMode::allreduce) {
     throw std::invalid_argument("PeriodicSync: dp_sync allreduce has no periodic synchronisation");
   }
@@ -81,13 +86,13 @@ bool PeriodicSync::after_update(int64_t step, bool last) {
 
 void PeriodicSync::average_parameters() {
   const auto n = static_cast<size_t>(params_.total());
-  dp_.allreduce(params_.data(), n, comm::ReduceOp::sum);
-  backend_.scale(params_.data(), 1.0f / static_cast<float>(dp_.size()), n);
+  dp_.allreduce(w_, n, comm::ReduceOp::sum);
+  backend_.scale(w_, 1.0f / static_cast<float>(dp_.size()), n);
 }
 
 void PeriodicSync::outer_step() {
   const auto n = static_cast<size_t>(params_.total());
-  float* theta = params_.data();
+  float* theta = w_;
   // Δ_r = θ_global − θ_r, summed over the replicas, then averaged.
   for (size_t i = 0; i < n; ++i) delta_[i] = global_[i] - theta[i];
   if (dp_.size() > 1) dp_.allreduce(delta_.data(), n, comm::ReduceOp::sum);
@@ -130,7 +135,7 @@ void PeriodicSync::load_outer(const std::vector<FlatState>& states) {
 
 void PeriodicSync::reset_outer() {
   if (options_.mode != DpSyncMode::diloco) return;
-  std::copy(params_.data(), params_.data() + params_.total(), global_.begin());
+  std::copy(w_, w_ + params_.total(), global_.begin());
   std::fill(momentum_.begin(), momentum_.end(), 0.0f);
 }
 

@@ -57,8 +57,10 @@ class PeriodicSync {
   // mode must be local_sgd or diloco; sync_every >= 1. Throws std::invalid_argument
   // otherwise. `dp`, `params` and `backend` must outlive this object. DiLoCo's outer state
   // starts from the parameters as they are now (call reset_outer() after loading others).
+  // `weights`: the fp32 values replicas average, laid out like the flat buffer; null: the
+  // set's own (the mixed-precision layout passes its master, parallel/mixed_params.h).
   PeriodicSync(comm::Communicator& dp, model::ParameterSet& params, ops::Backend& backend,
-               const PeriodicSyncOptions& options);
+               const PeriodicSyncOptions& options, float* weights = nullptr);
   ~PeriodicSync();
   PeriodicSync(const PeriodicSync&) = delete;
   PeriodicSync& operator=(const PeriodicSync&) = delete;
@@ -91,6 +93,7 @@ class PeriodicSync {
 
   comm::Communicator& dp_;
   model::ParameterSet& params_;
+  float* w_;  // the weights averaged (see the constructor)
   ops::Backend& backend_;
   PeriodicSyncOptions options_;
   std::vector<float> global_;    // DiLoCo: θ_global

@@ -10,59 +10,19 @@ Zero3Params::Zero3Params(comm::Communicator& dp, model::Gpt& gpt, ops::Backend& 
     : dp_(dp),
       gpt_(gpt),
       backend_(backend),
-      units_(zero3_units(model::gpt_param_specs(gpt.config(), gpt.shard()), dp.size())) {
+      units_(zero3_units(model::gpt_param_specs(gpt.config(), gpt.shard()), dp.size())),
+      unit_of_block_(block_units(gpt, units_)),
+      resident_(ResidentUnits::find(gpt, units_)) {
   if (dp.size() < 2) throw std::invalid_argument("ZeRO-3 needs a DP group of 2 or more ranks");
   if (!gpt.params().bound()) {
     throw std::invalid_argument("ZeRO-3 needs a model built with GptOptions::unbound_params");
   }
-  map_block_units();
-  find_resident_units();
   allocate_buffers();
   gpt.set_block_hooks(
       {[this](int b) { before_forward(b); }, [this](int b) { before_backward(b); },
        [this](int b) { after_backward(b); },
        [this](model::Gpt::ResidentUse use, bool grads) { before_resident(use, grads); },
        [this](model::Gpt::ResidentUse use, bool grads) { after_resident(use, grads); }});
-}
-
-void Zero3Params::map_block_units() {
-  unit_of_block_.assign(static_cast<size_t>(gpt_.num_blocks()), -1);
-  for (size_t i = 0; i < units_.size(); ++i) {
-    const Zero3Unit& u = units_[i];
-    if (u.resident) continue;
-    // The units come from the specs; the hooks from the model: they must agree.
-    if (u.block >= gpt_.num_blocks() || gpt_.block_param_range(u.block).first != u.begin ||
-        gpt_.block_param_range(u.block).second > u.end) {
-      throw std::logic_error("ZeRO-3: the model's blocks do not match its parameter layout");
-    }
-    unit_of_block_[static_cast<size_t>(u.block)] = static_cast<int>(i);
-  }
-}
-
-void Zero3Params::find_resident_units() {
-  const model::ParameterSet& params = gpt_.params();
-  auto unit_at = [&](int64_t offset) {
-    for (size_t i = 0; i < units_.size(); ++i) {
-      if (units_[i].begin <= offset && offset < units_[i].end) return static_cast<int>(i);
-    }
-    throw std::logic_error("ZeRO-3: a parameter outside every unit");
-  };
-  for (const model::Param& p : params.list()) {
-    const bool embedding =
-        p.name == "transformer.wte.weight" || p.name == "model.embed_tokens.weight";
-    if (embedding && !p.tied_copy) wte_unit_ = unit_at(p.offset);
-    if (p.name == "transformer.wpe.weight") wpe_unit_ = unit_at(p.offset);  // llama has none
-    if (p.name == "transformer.ln_f.weight" || p.name == "model.norm.weight") {
-      lnf_unit_ = unit_at(p.offset);
-    }
-  }
-  if (gpt_.tied_embedding_param() >= 0) {
-    tied_unit_ = unit_at(params.at(static_cast<size_t>(gpt_.tied_embedding_param())).offset);
-  }
-  // The LM head reads the tied embedding (GPT, tied llama) or its own lm_head.
-  if (gpt_.head_weight() >= 0) {
-    head_unit_ = unit_at(params.at(static_cast<size_t>(gpt_.head_weight())).offset);
-  }
 }
 
 void Zero3Params::allocate_buffers() {
@@ -150,38 +110,8 @@ void Zero3Params::before_backward(int block) {
 
 void Zero3Params::after_backward(int block) { release_grads(unit_of_block(block)); }
 
-std::pair<std::vector<int>, std::vector<int>> Zero3Params::resident_units(
-    model::Gpt::ResidentUse use, bool grads) const {
-  using Use = model::Gpt::ResidentUse;
-  std::vector<int> read, written;
-  auto add = [](std::vector<int>& v, int unit) {
-    if (unit < 0) throw std::logic_error("ZeRO-3: a resident use of a unit this rank lacks");
-    if (std::find(v.begin(), v.end(), unit) == v.end()) v.push_back(unit);
-  };
-  switch (use) {
-    case Use::embedding_forward:
-      add(read, wte_unit_);
-      if (wpe_unit_ >= 0) add(read, wpe_unit_);
-      break;
-    case Use::head_forward:
-      add(read, lnf_unit_);
-      add(read, head_unit_);
-      if (grads) add(written, head_unit_);
-      break;
-    case Use::head_backward:
-      add(read, lnf_unit_);
-      add(written, lnf_unit_);
-      break;
-    case Use::embedding_backward:  // reads no parameter
-      add(written, wte_unit_);
-      if (wpe_unit_ >= 0) add(written, wpe_unit_);
-      break;
-  }
-  return {read, written};
-}
-
 void Zero3Params::before_resident(model::Gpt::ResidentUse use, bool grads) {
-  const auto [read, written] = resident_units(use, grads);
+  const auto [read, written] = resident_.of(use, grads);
   model::ParameterSet& params = gpt_.params();
   const Slot* keep = nullptr;
   for (const int unit : read) {
@@ -202,7 +132,7 @@ void Zero3Params::before_resident(model::Gpt::ResidentUse use, bool grads) {
 }
 
 void Zero3Params::after_resident(model::Gpt::ResidentUse use, bool grads) {
-  for (const int unit : resident_units(use, grads).second) release_grads(unit);
+  for (const int unit : resident_.of(use, grads).second) release_grads(unit);
 }
 
 void Zero3Params::refresh() {

@@ -43,6 +43,7 @@
 #include "parallel/buckets.h"
 #include "parallel/comm_queue.h"
 #include "parallel/comm_stats.h"
+#include "parallel/resident_units.h"
 #include "parallel/shard_layout.h"
 #include "parallel/zero3_units.h"
 
@@ -97,9 +98,6 @@ class Zero3Params {
   StepCommStats stats() const;
 
  private:
-  // Construction, one step each.
-  void map_block_units();      // unit_of_block_, checked against the model's blocks
-  void find_resident_units();  // wte_unit_ ... head_unit_
   void allocate_buffers();
   struct Slot {
     float* data = nullptr;
@@ -117,9 +115,6 @@ class Zero3Params {
   void after_backward(int block);
   void before_resident(model::Gpt::ResidentUse use, bool grads);
   void after_resident(model::Gpt::ResidentUse use, bool grads);
-  // The units a resident use reads (parameters), and those whose gradients it writes.
-  std::pair<std::vector<int>, std::vector<int>> resident_units(model::Gpt::ResidentUse use,
-                                                               bool grads) const;
   // Makes `unit` gathered in a slot (prefetched or now), never in `keep`; returns the slot.
   Slot& gathered(int unit, const Slot* keep = nullptr);
   // Takes the next gradient slot for `unit` (adding what it held), zeroed.
@@ -141,8 +136,7 @@ class Zero3Params {
   int64_t shard_floats_ = 0;
   float* shard_params_ = nullptr;
   float* shard_grads_ = nullptr;
-  // Units of the resident parameters on this rank, or -1.
-  int wte_unit_ = -1, wpe_unit_ = -1, lnf_unit_ = -1, tied_unit_ = -1, head_unit_ = -1;
+  ResidentUnits resident_;  // units of the embedding and head parameters on this rank
   Slot slots_[2];
   GradSlot grad_slots_[2];
   int next_grad_slot_ = 0;

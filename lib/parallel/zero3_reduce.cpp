@@ -52,8 +52,8 @@ void Zero3Params::finish_backward() {
 
 std::pair<float*, int64_t> Zero3Params::tied_embedding_grad_shard() {
   finish_backward();
-  if (tied_unit_ < 0) return {nullptr, 0};
-  const Zero3Unit& u = units_[static_cast<size_t>(tied_unit_)];
+  if (resident_.tied < 0) return {nullptr, 0};
+  const Zero3Unit& u = units_[static_cast<size_t>(resident_.tied)];
   return {unit_shard(shard_grads_, u), u.layout.shard_size};
 }
 

@@ -12,13 +12,14 @@
 namespace trainctl::parallel {
 
 ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::Backend& backend,
-                     const optim::OptimizerOptions& options, int stage)
+                     const optim::OptimizerOptions& options, int stage, float* master_shard)
     : dp_(dp),
       params_(params),
       backend_(backend),
       options_(options),
       stage_(stage),
-      layout_(make_shard_layout(params.total(), dp.size())) {
+      layout_(make_shard_layout(params.total(), dp.size())),
+      master_(master_shard) {
   if (stage != 1 && stage != 2) {
     throw std::invalid_argument("ZeRO stage must be 1 or 2, got " + std::to_string(stage));
   }
@@ -31,6 +32,7 @@ ZeroAdamW::ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::B
   v_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
   // Backend memory: the optimizer's kernels read it (device memory on GPUs).
   if (stage_ == 2) grad_shard_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
+  if (master_ != nullptr) return;  // the owner of the master allgathers the weights
   if (dp.size() > 1) send_shard_ = static_cast<float*>(backend.alloc(shard * sizeof(float)));
   if (dp.size() > 1 && layout_.padded()) {
     padded_ = static_cast<float*>(
@@ -127,11 +129,12 @@ void ZeroAdamW::step(double lr) {
     if (a >= b) continue;
     const float wd = p.weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f;
     const int64_t k = a - begin;
-    backend_.adamw(params_.data() + a, grads + k, m_ + k, v_ + k, static_cast<size_t>(b - a),
+    float* w = master_ != nullptr ? master_ + k : params_.data() + a;
+    backend_.adamw(w, grads + k, m_ + k, v_ + k, static_cast<size_t>(b - a),
                    static_cast<float>(lr), static_cast<float>(options_.beta1),
                    static_cast<float>(options_.beta2), static_cast<float>(options_.eps), wd, t_);
   }
-  if (dp_.size() == 1) return;
+  if (dp_.size() == 1 || master_ != nullptr) return;
   const auto shard = static_cast<size_t>(layout_.shard_size);
   const auto owned = static_cast<size_t>(end - begin);
   backend_.copy(send_shard_, params_.data() + begin, owned);

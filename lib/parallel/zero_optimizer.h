@@ -29,8 +29,11 @@ namespace trainctl::parallel {
 class ZeroAdamW final : public optim::Optimizer {
  public:
   // stage is 1 or 2; options.type must be "adamw". Throws std::invalid_argument otherwise.
+  // `master_shard`: the mixed-precision layout's fp32 master weights of this rank's shard
+  // (parallel/mixed_params.h, same ShardLayout): step() updates them and leaves the
+  // allgather to their owner. Null: the model's own fp32 parameters, allgathered here.
   ZeroAdamW(comm::Communicator& dp, model::ParameterSet& params, ops::Backend& backend,
-            const optim::OptimizerOptions& options, int stage);
+            const optim::OptimizerOptions& options, int stage, float* master_shard = nullptr);
   ~ZeroAdamW() override;
   ZeroAdamW(const ZeroAdamW&) = delete;
   ZeroAdamW& operator=(const ZeroAdamW&) = delete;
@@ -77,7 +80,8 @@ class ZeroAdamW final : public optim::Optimizer {
   optim::OptimizerOptions options_;
   int stage_;
   ShardLayout layout_;
-  float* m_ = nullptr;  // moments of the owned shard
+  float* master_ = nullptr;  // see the constructor
+  float* m_ = nullptr;       // moments of the owned shard
   float* v_ = nullptr;
   float* grad_shard_ = nullptr;  // stage 2: reduce-scatter output (backend memory)
   // Backend memory too (the collectives read it on the device; counted as tensor memory):

@@ -10,6 +10,7 @@
 #include "parallel/pipeline_executor.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_layout.h"
+#include "parallel/mixed_params.h"
 #include "parallel/zero3_params.h"
 #include "plan/mixed_memory_plan.h"
 #include "plan/model_of_spec.h"
@@ -74,6 +75,18 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
     b.communication += shard_floats * kFloat;  // allgather input
     if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
   }
+  const bool mixed_state = spec.precision.compute != DType::fp32 && zero != 3;
+  if (mixed_state) {
+    // parallel/mixed_params.h: 16-bit weights (padded like the master's shards), fp32
+    // gradients, the fp32 master (its shard under ZeRO), whose owner allgathers the 16-bit
+    // shard instead of ZeRO's fp32 allgather buffers; the fp32 buffers units are widened into
+    // around their use are workspace.
+    const parallel::MixedParamsBytes m = parallel::mixed_params_bytes(
+        model::gpt_param_specs(config, options.shard), dp_cp / par.ep, zero >= 1);
+    b.parameters = static_cast<double>(m.weights);
+    b.master = static_cast<double>(m.master);
+    b.communication = static_cast<double>(m.staging);
+  }
   if (zero == 3) {
     // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
     // gather and two gradient buffers of the largest unit (with their reduced shards).
@@ -101,6 +114,11 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                                                      inputs_in_slot)) *
                    kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
+  if (mixed_state) {
+    b.workspace += static_cast<double>(
+        parallel::mixed_params_bytes(model::gpt_param_specs(config, options.shard), 1, false)
+            .widened);
+  }
   if (config.moe.enabled()) {
     b.experts_per_layer = config.moe.num_experts / par.ep;
     for (const model::ParamSpec& p : model::gpt_param_specs(config, options.shard)) {
@@ -154,6 +172,8 @@ double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
 std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan) {
   const bool mixed = uses_mixed_layout(spec);
+  // Every 16-bit job keeps fp32 master weights (parallel/mixed_params.h): show the column.
+  const bool master_column = spec.precision.compute != DType::fp32;
   // The model's own count (model/model_config.h): with MoE, one token uses only its experts.
   const model::ModelConfig config = model_config_of(spec.model);
   std::string out = "parameters: " + std::to_string(config.num_params()) + " total, " +
@@ -169,7 +189,7 @@ std::string format_memory_plan(const config::JobSpec& spec,
     char cell[64];
     std::string line = "  ";
     for (size_t i = 0; i < cells.size(); ++i) {
-      if (!mixed && i == 4) continue;  // the master column
+      if (!master_column && i == 4) continue;  // the master column
       const int width = i == 0 ? -8 : i == 1 ? -6 : i == 6 ? 15 : 10;
       std::snprintf(cell, sizeof cell, "%*s ", width, cells[i].c_str());
       line += cell;

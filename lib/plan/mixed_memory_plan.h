@@ -26,9 +26,10 @@
 //   workspace   the LM head's logits (16-bit) and their fp32 copy for the loss and its
 //               gradient (last stage), and one layer's backward scratch.
 //
-// The trainer itself still keeps fp32 parameters, gradients and moments on every device
-// (the mixed layout is not built yet): device: cpu is planned as the CPU worker measures
-// it (plan/memory_plan.cpp), device: cuda with fp32 compute likewise.
+// The trainer builds this model state on both backends (parallel/mixed_params.h) but still
+// keeps fp32 activations: device: cpu is planned as the CPU worker measures it
+// (plan/memory_plan.cpp, the same model state with fp32 activations), device: cuda with
+// fp32 compute likewise.
 #include <vector>
 
 #include "config/job_spec.h"

@@ -65,15 +65,18 @@ using SliceReader =
     std::function<void(const std::string& name, const model::TensorShard& shard, float* out)>;
 
 // The parameters, into the model's buffer (ZeRO-3: the whole parameters into host memory,
-// of which this rank keeps its shard).
+// of which this rank keeps its shard; mixed precision: likewise, as the fp32 master).
 void read_parameters(Engine& e, const SliceReader& read_slice) {
   model::ParameterSet& params = e.gpt.params();
   parallel::Zero3Params* zero3 = e.data_parallel.zero3();
-  std::vector<float> whole(zero3 ? static_cast<size_t>(params.total()) : 0, 0.0f);
+  parallel::MixedParams* mixed = e.data_parallel.mixed();
+  const bool whole_first = zero3 != nullptr || mixed != nullptr;
+  std::vector<float> whole(whole_first ? static_cast<size_t>(params.total()) : 0, 0.0f);
   for (const model::Param& p : params.list()) {
-    read_slice(p.name, p.shard, (zero3 ? whole.data() : params.data()) + p.offset);
+    read_slice(p.name, p.shard, (whole_first ? whole.data() : params.data()) + p.offset);
   }
   if (zero3) zero3->load_flat(whole.data());
+  if (mixed) mixed->load_master(whole.data());
 }
 
 // balance: bias: each MoE layer's expert bias. (A checkpoint of another balance mode has

@@ -77,6 +77,9 @@ void Checkpointer::save(int64_t step, bool async) {
   // ZeRO-3: the whole parameters from every DP rank's shards (collective over DP too).
   std::vector<float> gathered;
   if (parallel::Zero3Params* zero3 = e_.data_parallel.zero3()) gathered = zero3->gather_flat();
+  // Mixed precision: the fp32 master weights (collective over DP when ZeRO shards them),
+  // so the checkpoint holds what the optimizer continues from.
+  if (parallel::MixedParams* mixed = e_.data_parallel.mixed()) gathered = mixed->gather_master();
   auto snap = std::make_unique<Snapshot>();
   snap->step = step;
   snap->optimizer_step = opt.step;

@@ -103,8 +103,9 @@ std::vector<parallel::FlatState> dp_sync_snapshot(Engine& e, const optim::Optimi
     return out;
   }
   const model::ParameterSet& params = e.gpt.params();
-  out.push_back({replica_state_name(replica, "param"),
-                 std::vector<float>(params.data(), params.data() + params.total())});
+  // Mixed precision (never sharded with dp_sync): the replica's fp32 master.
+  const float* w = e.data_parallel.mixed() ? e.data_parallel.mixed()->master() : params.data();
+  out.push_back({replica_state_name(replica, "param"), std::vector<float>(w, w + params.total())});
   for (size_t k = 0; k < opt.names.size(); ++k) {
     out.push_back({replica_state_name(replica, opt.names[k]), opt.buffers[k]});
   }
@@ -126,7 +127,11 @@ void restore_dp_sync_state(Engine& e, checkpoint::CheckpointReader& reader,
   std::vector<float> values(n, 0.0f);
   if (replica > 0 && has_replicas &&
       read_flat(reader, params, replica_state_name(replica, "param"), values.data())) {
-    std::copy(values.begin(), values.end(), params.data());
+    if (parallel::MixedParams* mixed = e.data_parallel.mixed()) {
+      mixed->load_master(values.data());
+    } else {
+      std::copy(values.begin(), values.end(), params.data());
+    }
     optim::Optimizer& opt = e.data_parallel.optimizer();
     optim::OptimizerState state;
     state.step = reader.metadata().optimizer_step;

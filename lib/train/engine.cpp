@@ -27,7 +27,7 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
                   ? std::make_unique<comm::SoloCommunicator>("dp(parameter servers)")
                   : nullptr),
       data_parallel(solo_dp ? *solo_dp : *g.dp, gpt, *backend, o.optimizer.update,
-                    data_parallel_options(o.parallel, g, gpt)),
+                    data_parallel_options(o.parallel, g, gpt, o.backend.matmul)),
       moe(gpt, solo_dp ? *solo_dp : *g.dp, layout.global_batch()),
       schedule(o.optimizer.lr),
       grad_scale(1.0f / static_cast<float>(tokens_per_step())),
@@ -35,6 +35,8 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
   if (parallel::Zero3Params* zero3 = data_parallel.zero3()) {
     zero3->init_weights(o.seed);  // unit by unit: never the whole model on one rank
     zero3->refresh();
+  } else if (parallel::MixedParams* mixed = data_parallel.mixed()) {
+    mixed->init_weights(o.seed);  // fp32 master, 16-bit weights, unit by unit
   } else {
     gpt.init_weights(o.seed);
   }

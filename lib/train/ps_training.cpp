@@ -76,13 +76,25 @@ int64_t agreed_step(comm::Communicator& world, int64_t mine) {
   return best;
 }
 
+// The fp32 weights the servers' values land in: the model's, or with mixed precision the
+// master (whole on a worker: it runs no ZeRO); weights_changed() then rounds them into the
+// model's 16-bit weights.
+float* fp32_weights(Engine& e) {
+  parallel::MixedParams* mixed = e.data_parallel.mixed();
+  return mixed ? mixed->master() : e.gpt.params().data();
+}
+void weights_changed(Engine& e) {
+  if (parallel::MixedParams* mixed = e.data_parallel.mixed()) mixed->publish();
+}
+
 // Worker 0's model and optimizer become the servers' (before it writes a checkpoint);
 // what server 0 applied since worker 0's last reply joins its report window.
 void take_server_state(Engine& e, ps::PsClient& client, ReportWindow& window) {
   model::ParameterSet& params = e.gpt.params();
   ps::PushReply applied;
   e.data_parallel.optimizer().load_state(
-      client.fetch_state(params.data(), params.total(), &applied));
+      client.fetch_state(fp32_weights(e), params.total(), &applied));
+  weights_changed(e);
   window.add(applied);
 }
 
@@ -153,9 +165,10 @@ TrainResult PsWorker::run() {
   report_metrics_repairs(reporter_, start);
   // Worker 0 seeds the servers: the initial model, or the checkpoint it just loaded.
   if (groups_.rank == 0) {
-    client_->seed(params.data(), e_.data_parallel.optimizer().save_state(), start);
+    client_->seed(fp32_weights(e_), e_.data_parallel.optimizer().save_state(), start);
   }
-  client_->pull(params.data());
+  client_->pull(fp32_weights(e_));
+  weights_changed(e_);
   if (start >= steps) {
     announce_nothing_to_train(reporter_, start, steps);
     client_->goodbye();
@@ -187,7 +200,8 @@ TrainResult PsWorker::run() {
     info.loss_sum = g.loss_sum;
     info.loss_count = g.loss_count;
     info.stop_request = ctx_.should_stop && ctx_.should_stop();
-    const ps::PushReply r = client_->push(params.grads(), info, params.data());
+    const ps::PushReply r = client_->push(params.grads(), info, fp32_weights(e_));
+    weights_changed(e_);
     ++local;
     const int64_t before = global;
     global = std::max(global, r.global_step);
@@ -234,7 +248,8 @@ void PsWorker::checkpoint_together(int64_t my_step) {
   ckpt_->save(step, /*async=*/false);
   // Every worker rejoins (its pull) before any pushes again: with max_staleness 0 a push
   // that found a worker still paused would be applied without it.
-  client_->pull(e_.gpt.params().data());
+  client_->pull(fp32_weights(e_));
+  weights_changed(e_);
   groups_.world->barrier();
 }
 

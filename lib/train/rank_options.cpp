@@ -34,6 +34,9 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with
   // dp > 1 only).
   o.unbound_params = p.zero == 3 && groups.dp->size() > 1;
+  // 16-bit compute: the mixed-precision layout keeps the weights in 16 bits and the
+  // gradients in the model's fp32 buffer (parallel/mixed_params.h).
+  o.grads_only = options.backend.matmul != DType::fp32;
   o.cp = context_chunks(options, groups);
   o.cp_group = groups.cp.get();
   return o;
@@ -50,8 +53,9 @@ int local_seq_len(const RunOptions& options) {
 
 parallel::DataParallelOptions data_parallel_options(const ParallelOptions& parallel,
                                                     comm::ProcessGroups& groups,
-                                                    const model::Gpt& gpt) {
+                                                    const model::Gpt& gpt, DType compute) {
   parallel::DataParallelOptions o;
+  o.weights = compute;
   o.zero_stage = groups.dp->size() > 1 ? parallel.zero : 0;
   o.sync = parallel.grad_sync;
   if (groups.layout.tp * groups.layout.pp > 1 || groups.edp) {

@@ -28,6 +28,6 @@ model::ContextChunks context_chunks(const RunOptions& options, const comm::Proce
 int local_seq_len(const RunOptions& options);
 parallel::DataParallelOptions data_parallel_options(const ParallelOptions& parallel,
                                                     comm::ProcessGroups& groups,
-                                                    const model::Gpt& gpt);
+                                                    const model::Gpt& gpt, DType compute);
 
 }  // namespace trainctl::train

@@ -60,6 +60,8 @@ void finish_run(const Engine& e, MetricsReporter& reporter, const TrainContext& 
   // ZeRO-3 holds shards: gather the whole parameters (collective over DP) to export them.
   std::vector<float> gathered;
   if (parallel::Zero3Params* zero3 = e.data_parallel.zero3()) gathered = zero3->gather_flat();
+  // Mixed precision: the fp32 master weights, the model's full-precision values.
+  if (parallel::MixedParams* mixed = e.data_parallel.mixed()) gathered = mixed->gather_master();
   export_model(e.gpt, e.options, e.groups, model_path,
                gathered.empty() ? nullptr : gathered.data());
   if (e.groups.rank == 0) {

@@ -113,8 +113,8 @@ TEST_CASE("fp16: layouts agree, and fp16 stays close to fp32", "[train][layout][
   }
   // As for bf16: same rounded operands, reordered fp32 sums; each layout within fp16
   // rounding's own reach (integration/rounding_bounds.h).
-  check_within_rounding("d2t2", losses(d2t2), losses(one), losses(fp32));
-  check_within_rounding("t2p2", losses(t2p2), losses(one), losses(fp32));
+  check_within_rounding("d2t2", "fp16", losses(d2t2), losses(one), losses(fp32));
+  check_within_rounding("t2p2", "fp16", losses(t2p2), losses(one), losses(fp32));
   // fp16 keeps 11 significant bits: visibly rounded (measured 8e-4 relative at worst over
   // 16 steps; bf16 1e-3), and a small perturbation of fp32, not a different run (a scale
   // left in the gradients would multiply the update by 2^16).

@@ -67,7 +67,17 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
        "micro_batch_size: 2, global_batch_size: 2"},
       {"llama", kLlama, "{dp: 1}", batch},
       {"llama-tp2-pp2-selective", kLlama, "{tp: 2, pp: 2}",
-       batch + ", activation_checkpointing: selective"}};
+       batch + ", activation_checkpointing: selective"},
+      // The mixed-precision layout (parallel/mixed_params.h): 16-bit weights, fp32 master
+      // weights (sharded under ZeRO), widening buffers.
+      {"bf16", kModel + "\nprecision: {compute: bf16}", "{dp: 1}", batch},
+      {"bf16-dp2-zero1", kModel + "\nprecision: {compute: bf16}", "{dp: 2, zero: 1}", batch},
+      {"fp16-dp2-zero2-full", kModel + "\nprecision: {compute: fp16}", "{dp: 2, zero: 2}",
+       batch + ", activation_checkpointing: full"},
+      {"llama-bf16-dp2-pp2-zbv-zero1", kLlama + "\nprecision: {compute: bf16}",
+       "{dp: 2, pp: 2, schedule: zbv, virtual_stages: 2, zero: 1}", batch},
+      {"llama-bf16-tp2-pp2-interleaved", kLlama + "\nprecision: {compute: bf16}",
+       "{tp: 2, pp: 2, schedule: interleaved, virtual_stages: 2}", batch}};
   for (const Case& c : cases) {
     const fs::path job = write_memory_job(dir.path(), c.name, c.model, c.parallel, c.training);
     const ProcResult plan = run_trainctl({"plan", job.string(), "--json"}, dir.path());
@@ -92,7 +102,8 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
       CHECK(est["total"].get<double>() == Approx(measured[r]).epsilon(0.10));
       // The parts add up to the total.
       const double parts = est["parameters"].get<double>() + est["gradients"].get<double>() +
-                           est["optimizer"].get<double>() + est["activations"].get<double>() +
+                           est["master_weights"].get<double>() + est["optimizer"].get<double>() +
+                           est["activations"].get<double>() +
                            est["communication"].get<double>() + est["workspace"].get<double>();
       CHECK(parts == Approx(est["total"].get<double>()));
       most = std::max(most, measured[r]);
