@@ -5,8 +5,8 @@
 //   gradients  fp32, the model's flat gradient buffer (ParameterSet::allocate_grads_only):
 //              micro-batches accumulate into it and DP sums it in fp32, because bf16's 8
 //              significant bits would drop a micro-batch's contribution smaller than 1/256
-//              of the running sum (fp16 keeps them too, since the loss scaler unscales and
-//              checks them in place); 4 bytes;
+//              of the running sum, and fp16's sums under a loss scale overflow (above
+//              65504) or underflow where fp32's do not; 4 bytes;
 //   master     fp32 master weights, the values the optimizer updates: 4 bytes, or with
 //              ZeRO-1/2 this rank's shard of them (the moments' ShardLayout), 4/dp.
 // With AdamW's two fp32 moments that is 18 bytes per parameter without ZeRO (fp32: 16) and

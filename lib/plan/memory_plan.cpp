@@ -23,6 +23,61 @@ namespace {
 constexpr double kFloat = sizeof(float);
 constexpr double kMiB = 1 << 20;
 
+// The mixed-precision model state (parallel/mixed_params.h): 16-bit compute without ZeRO-3
+// (validate refuses the two together at dp > 1).
+bool uses_mixed_state(const config::JobSpec& spec) {
+  const int dp_cp = spec.parallel.dp * spec.parallel.cp;
+  return spec.precision.compute != DType::fp32 && !(dp_cp > 1 && spec.parallel.zero == 3);
+}
+
+// Parameters, gradients, master weights, optimizer state and ZeRO's communication buffers
+// of a model shard of `param_floats` floats, as DataParallel allocates them.
+void add_model_state(MemoryBreakdown& b, const config::JobSpec& spec,
+                     const model::ModelConfig& config, const model::GptOptions& options,
+                     int64_t param_floats) {
+  const config::ParallelSpec& par = spec.parallel;
+  const auto params = static_cast<double>(param_floats);
+  b.parameters = params * kFloat;
+  b.gradients = params * kFloat;
+  // ZeRO shards over the ranks holding the same parameters: the gradient group dp x cp, or
+  // its 1/ep (expert-DP: dp / ep x cp ranks) with experts split over ep ranks.
+  const int dp_cp = par.dp * par.cp;
+  const int zero = dp_cp > 1 ? par.zero : 0;  // as data_parallel_options
+  const parallel::ShardLayout shard = parallel::make_shard_layout(param_floats, dp_cp / par.ep);
+  const auto shard_floats = static_cast<double>(shard.shard_size);
+  if (spec.optimizer.type == "adamw") {
+    b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
+  } else {
+    b.optimizer = params * kFloat;  // SGD's momentum buffer
+  }
+  if (zero >= 2) b.gradients += shard_floats * kFloat;
+  if (zero >= 1) {
+    b.communication += shard_floats * kFloat;  // allgather input
+    if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
+  }
+  if (uses_mixed_state(spec)) {
+    // parallel/mixed_params.h: 16-bit weights (padded like the master's shards), fp32
+    // gradients, the fp32 master (its shard under ZeRO), whose owner allgathers the 16-bit
+    // shard instead of ZeRO's fp32 allgather buffers; the fp32 buffers units are widened into
+    // around their use are workspace.
+    const parallel::MixedParamsBytes m = parallel::mixed_params_bytes(
+        model::gpt_param_specs(config, options.shard), dp_cp / par.ep, zero >= 1);
+    b.parameters = static_cast<double>(m.weights);
+    b.master = static_cast<double>(m.master);
+    b.communication = static_cast<double>(m.staging);
+  }
+  if (zero == 3) {
+    // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
+    // gather and two gradient buffers of the largest unit (with their reduced shards).
+    const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
+        parallel::zero3_units(model::gpt_param_specs(config, options.shard), dp_cp));
+    b.parameters = static_cast<double>(z.shard) * kFloat;
+    b.gradients = b.parameters;
+    b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
+    b.communication = static_cast<double>(z.transient) * kFloat;
+  }
+}
+
 // What the engine builds for pipeline stage `stage`, as Engine and its parts allocate it
 // (train/engine.cpp, train/spec_options.cpp).
 MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
@@ -56,47 +111,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   MemoryBreakdown b;
   b.stage = stage;
   b.activation_slots = options.slots;
-  const auto params = static_cast<double>(g.params);
-  b.parameters = params * kFloat;
-  b.gradients = params * kFloat;
-  // ZeRO shards over the ranks holding the same parameters: the gradient group dp x cp, or
-  // its 1/ep (expert-DP: dp / ep x cp ranks) with experts split over ep ranks.
-  const int dp_cp = par.dp * par.cp;
-  const int zero = dp_cp > 1 ? par.zero : 0;  // as data_parallel_options
-  const parallel::ShardLayout shard = parallel::make_shard_layout(g.params, dp_cp / par.ep);
-  const auto shard_floats = static_cast<double>(shard.shard_size);
-  if (spec.optimizer.type == "adamw") {
-    b.optimizer = 2 * (zero >= 1 ? shard_floats : params) * kFloat;
-  } else {
-    b.optimizer = params * kFloat;  // SGD's momentum buffer
-  }
-  if (zero >= 2) b.gradients += shard_floats * kFloat;
-  if (zero >= 1) {
-    b.communication += shard_floats * kFloat;  // allgather input
-    if (shard.padded()) b.communication += static_cast<double>(shard.padded_total()) * kFloat;
-  }
-  const bool mixed_state = spec.precision.compute != DType::fp32 && zero != 3;
-  if (mixed_state) {
-    // parallel/mixed_params.h: 16-bit weights (padded like the master's shards), fp32
-    // gradients, the fp32 master (its shard under ZeRO), whose owner allgathers the 16-bit
-    // shard instead of ZeRO's fp32 allgather buffers; the fp32 buffers units are widened into
-    // around their use are workspace.
-    const parallel::MixedParamsBytes m = parallel::mixed_params_bytes(
-        model::gpt_param_specs(config, options.shard), dp_cp / par.ep, zero >= 1);
-    b.parameters = static_cast<double>(m.weights);
-    b.master = static_cast<double>(m.master);
-    b.communication = static_cast<double>(m.staging);
-  }
-  if (zero == 3) {
-    // parallel/zero3_params.h: shards of every unit (blocks, embedding and head alike), two
-    // gather and two gradient buffers of the largest unit (with their reduced shards).
-    const parallel::Zero3MemoryFloats z = parallel::zero3_memory_floats(
-        parallel::zero3_units(model::gpt_param_specs(config, options.shard), dp_cp));
-    b.parameters = static_cast<double>(z.shard) * kFloat;
-    b.gradients = b.parameters;
-    b.optimizer = 2 * static_cast<double>(z.shard) * kFloat;
-    b.communication = static_cast<double>(z.transient) * kFloat;
-  }
+  add_model_state(b, spec, config, options, g.params);
   // Gpt::boundary_floats: this rank's seq_len / cp tokens, 1/tp of them under sequence
   // parallelism.
   const double boundary = static_cast<double>(spec.training.micro_batch_size) *
@@ -114,7 +129,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
                                                                      inputs_in_slot)) *
                    kFloat;
   b.workspace = static_cast<double>(g.workspace) * kFloat;
-  if (mixed_state) {
+  if (uses_mixed_state(spec)) {
     b.workspace += static_cast<double>(
         parallel::mixed_params_bytes(model::gpt_param_specs(config, options.shard), 1, false)
             .widened);

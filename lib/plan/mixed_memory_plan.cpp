@@ -61,13 +61,9 @@ void check_memory_layout(const config::JobSpec& spec) {
   }
 }
 
-MixedLayoutBytes mixed_layout_bytes(DType compute) {
-  MixedLayoutBytes b;
-  if (compute == DType::fp16) {
-    b.grad = 2;
-    b.grad_copy = kFp32;
-  }
-  return b;
+MixedLayoutBytes mixed_layout_bytes(DType /*compute*/) {
+  // bf16 and fp16 alike: the trainer keeps fp32 gradients for both (parallel/mixed_params.h).
+  return {};
 }
 
 double peak_in_flight_bytes(const std::vector<parallel::Instruction>& program,
@@ -125,7 +121,7 @@ MemoryBreakdown plan_mixed_stage(const config::JobSpec& spec, int stage) {
       parallel::make_shard_layout(static_cast<int64_t>(params), par.dp);
   const double owned = zero >= 1 ? static_cast<double>(layout.shard_size) : params;
   b.parameters = params * bytes.param;
-  b.gradients = params * bytes.grad + owned * bytes.grad_copy;
+  b.gradients = params * bytes.grad;
   if (zero >= 2) b.gradients += owned * bytes.grad;  // ZeRO-2's reduce-scatter output
   b.master = owned * bytes.master;
   b.optimizer = owned * bytes.moments;

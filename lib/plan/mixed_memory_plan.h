@@ -3,13 +3,16 @@
 // Megatron-LM's mixed-precision layout, per rank.
 //
 //   parameters  16-bit model weights (2 bytes each)
-//   gradients   the model's gradient buffer: fp32 for bf16 (Megatron accumulates and
-//               reduces bf16 models' gradients in fp32), fp16 for fp16 plus the fp32 copy
-//               the optimizer unscales (sharded like the optimizer)
+//   gradients   the model's gradient buffer, fp32 for bf16 and fp16 alike (Megatron
+//               accumulates and reduces bf16 models' gradients in fp32; for fp16 it keeps
+//               16-bit gradients and an fp32 copy in the optimizer, but trainctl's
+//               parallel/mixed_params.h keeps fp32 ones: summed over micro-batches and
+//               ranks under a loss scale, 16-bit gradients overflow or underflow where
+//               fp32 ones do not, for 2 bytes a parameter more than Megatron's fp16)
 //   master      fp32 master weights; optimizer: AdamW's two fp32 moments. With
 //               parallel.zero >= 1 (Megatron's distributed optimizer) both are sharded over
-//               dp: bf16 costs 6 + 12/dp bytes per parameter, fp16 4 + 16/dp (Megatron's
-//               docs/source/api-guide/dist_optimizer.md table).
+//               dp: 6 + 12/dp bytes per parameter (Megatron's
+//               docs/source/api-guide/dist_optimizer.md table, bf16 row).
 //   activations 16-bit, counted tensor by tensor (plan/activation_model.h) for trainctl's
 //               layer: flash-style attention (no s x s tensor), the recomputation mode's kept
 //               set, times the (chunk, micro-batch) pairs the schedule holds at its peak,
@@ -50,7 +53,6 @@ void check_memory_layout(const config::JobSpec& spec);
 // Bytes per parameter of the layout (before any sharding).
 struct MixedLayoutBytes {
   double param = 2, grad = 4, master = 4, moments = 8;
-  double grad_copy = 0;  // fp16: the optimizer's fp32 copy of the gradients (sharded)
 };
 MixedLayoutBytes mixed_layout_bytes(DType compute);
 

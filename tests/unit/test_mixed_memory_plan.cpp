@@ -66,16 +66,23 @@ TEST_CASE("mixed-precision plan: Megatron's bytes per parameter, 18 and 6 + 12/d
   const plan::MemoryBreakdown zero1 = plan::plan_memory(s).at(0);
   const double state = zero1.parameters + zero1.gradients + zero1.master + zero1.optimizer;
   CHECK(state == Approx((6 + 12.0 / 8) * n).epsilon(1e-4));
-  // fp16: 4 + 16/dp.
+  // fp16 keeps fp32 gradients too (parallel/mixed_params.h): the same 6 + 12/dp.
   s.precision.compute = DType::fp16;
   const plan::MemoryBreakdown f16 = plan::plan_memory(s).at(0);
   CHECK(f16.parameters + f16.gradients + f16.master + f16.optimizer ==
-        Approx((4 + 16.0 / 8) * n).epsilon(1e-4));
-  // device: cpu (and cuda with fp32) keep the trainer's fp32 layout: no master weights.
+        Approx((6 + 12.0 / 8) * n).epsilon(1e-4));
+  // device: cpu builds the same model state (16-bit weights, the master sharded over dp)...
   s.device = Device::cpu;
   const plan::MemoryBreakdown cpu = plan::plan_memory(s).at(0);
-  CHECK(cpu.master == 0);
-  CHECK(cpu.parameters == Approx(4 * n));
+  CHECK(cpu.parameters == Approx(2 * n).epsilon(1e-3));
+  CHECK(cpu.master == Approx(4 * n / 8).epsilon(1e-3));
+  CHECK(cpu.parameters + cpu.gradients + cpu.master + cpu.optimizer ==
+        Approx((6 + 12.0 / 8) * n).epsilon(1e-3));
+  // ... and fp32 none.
+  s.precision.compute = DType::fp32;
+  const plan::MemoryBreakdown fp32 = plan::plan_memory(s).at(0);
+  CHECK(fp32.master == 0);
+  CHECK(fp32.parameters == Approx(4 * n));
 }
 
 TEST_CASE("mixed-precision plan: every Narayanan et al. 2021 Table 1 row fits 80 GB",
