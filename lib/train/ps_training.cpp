@@ -305,7 +305,7 @@ void PsWorker::finish(int64_t start, int64_t my_step, double grad_norm, TrainRes
   const AttemptSummary attempt{start, step, timer_.elapsed_s(), result.stopped};
   result.tokens_per_s = attempt.tokens_per_s(e_.tokens_per_step());
   const auto model_path = ctx_.run_dir / "model.safetensors";
-  export_model(e_.gpt, options_, groups_, model_path, nullptr);
+  export_model(e_.gpt, options_, groups_, model_path, fp32_weights(e_));
   if (groups_.rank == 0) {
     std::string line = attempt.head() + fmt::format(" | final loss {:.4f}", result.final_loss);
     if (result.final_val_loss >= 0) line += fmt::format(" | val {:.4f}", result.final_val_loss);

@@ -158,3 +158,39 @@ TEST_CASE("mixed precision model state: 18 bytes a parameter, 6 + 12/dp with ZeR
     }
   }
 }
+
+TEST_CASE("mixed precision with diloco resumes bitwise; a parameter-server worker exports "
+          "the fp32 master",
+          "[train][mixed][resume]") {
+  TempDir dir("mixed_modes");
+  // DiLoCo: each replica's master is its own, averaged every sync; the checkpoint keeps
+  // every replica's (dp_sync_state.cpp).
+  const std::string diloco = "{dp: 2, dp_sync: diloco, sync_every: 3}";
+  const auto straight = train_mixed(dir.path(), "diloco", diloco, "bf16");
+  const fs::path ckpt = dir.path() / "runs" / "diloco" / "checkpoints" / "step_00000004";
+  REQUIRE(fs::exists(ckpt));
+  const auto resumed =
+      train_mixed(dir.path(), "diloco-resumed", diloco, "bf16", {"--resume", ckpt.string()});
+  REQUIRE(resumed.size() == 4);
+  CHECK(losses_from(resumed, 0) == losses_from(straight, 4));
+  // Parameter servers: the worker's master is the servers' fp32 values; the run ends with
+  // them exported.
+  const auto ps = train_mixed(dir.path(), "ps",
+                              "{dp: 2, mode: parameter_server, parameter_server: {servers: 2}}",
+                              "bf16");
+  CHECK(ps.size() == 8);
+  trainctl::checkpoint::CheckpointReader reader(dir.path() / "runs" / "ps" / "checkpoints" /
+                                                "step_00000008");
+  trainctl::model::TensorShard whole;
+  whole.global_shape = {64, 32};
+  std::vector<float> wte(64 * 32);
+  reader.read_slice("transformer.wte.weight", whole, wte.data());
+  size_t wider = 0;
+  for (const float x : wte) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0xffffu) != 0) ++wider;
+  }
+  CHECK(wider > wte.size() / 2);
+  CHECK(fs::exists(dir.path() / "runs" / "ps" / "model.safetensors"));
+}
