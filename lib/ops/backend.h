@@ -258,6 +258,17 @@ class Backend {
 
   // --- casts ---------------------------------------------------------------------------
   virtual void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
+  // A promise: whenever a matrix product reads [p, p + n), every value there is already
+  // representable in the matmul type (the mixed-precision layout widens 16-bit weights
+  // into such a buffer, parallel/mixed_params.h). A backend that rounds operands into a
+  // copy may then read them in place: the same values, without the copy. Until
+  // forget_matmul_exact(p), which the owner calls before freeing the buffer. The default
+  // ignores both.
+  virtual void note_matmul_exact(const float* p, size_t n) {
+    (void)p;
+    (void)n;
+  }
+  virtual void forget_matmul_exact(const float* p) { (void)p; }
 };
 
 // The CPU backend: OpenBLAS sgemm driven from the backend's own thread pool (OpenBLAS

@@ -64,6 +64,11 @@ MixedParams::MixedParams(model::Gpt& gpt, ops::Backend& backend, DType weights,
   for (Slot& s : slots_) {
     if (s.capacity > 0) {
       s.data = static_cast<float*>(backend.alloc(static_cast<size_t>(s.capacity) * sizeof(float)));
+      // Widened 16-bit values: the products' rounding to the compute type is the identity
+      // on them (init_weights' fp32 values pass through before any product runs).
+      if (backend.matmul_dtype() == weights) {
+        backend.note_matmul_exact(s.data, static_cast<size_t>(s.capacity));
+      }
     }
   }
   auto block = [this](int b) { widened(unit_of_block_.at(static_cast<size_t>(b))); };
@@ -77,7 +82,9 @@ MixedParams::MixedParams(model::Gpt& gpt, ops::Backend& backend, DType weights,
 MixedParams::~MixedParams() {
   gpt_.set_block_hooks({});
   for (Slot& s : slots_) {
-    if (s.data != nullptr) backend_.free(s.data);
+    if (s.data == nullptr) continue;
+    backend_.forget_matmul_exact(s.data);
+    backend_.free(s.data);
   }
   backend_.free(weights_);
   backend_.free(master_);

@@ -134,3 +134,33 @@ TEST_CASE("mixed LM head: logits from rounded operands, gradients through rounde
   ref::require_close(dw, dww, 4 * unit_roundoff(type), "dwte");
   for (int c = 0; c < C; ++c) REQUIRE(dx[size_t(3 * C + c)] == 0.0f);  // ignored row
 }
+
+TEST_CASE("an operand noted as already rounded is read in place: the same product, no copy",
+          "[ops][mixed]") {
+  const DType type = GENERATE(DType::bf16, DType::fp16);
+  const int N = 32, IC = 24, OC = 16;
+  const auto inp = ref::random_floats(size_t(N) * IC, 51);
+  const auto w = ref::random_floats(size_t(OC) * IC, 52);
+  const auto w_r = rounded(type, w);
+  std::vector<float> want(size_t(N) * OC), out(want.size());
+  backend(type)->linear_forward(want.data(), inp.data(), w_r.data(), nullptr, N, IC, OC);
+  // Representable weights in a noted buffer: bitwise the product that rounds them.
+  auto noted = backend(type);
+  std::vector<float> weights = w_r;
+  noted->note_matmul_exact(weights.data(), weights.size());
+  noted->linear_forward(out.data(), inp.data(), weights.data(), nullptr, N, IC, OC);
+  CHECK(out == want);
+  // The promise is taken at its word: unrounded values there are not rounded (so the fast
+  // path is the one that ran), while the input operand still is.
+  weights = w;
+  noted->linear_forward(out.data(), inp.data(), weights.data(), nullptr, N, IC, OC);
+  std::vector<float> unrounded_weights(out.size());
+  backend(DType::fp32)->linear_forward(unrounded_weights.data(), rounded(type, inp).data(),
+                                       w.data(), nullptr, N, IC, OC);
+  CHECK(out == unrounded_weights);
+  CHECK(out != want);
+  // Forgotten, the buffer's operands are rounded again.
+  noted->forget_matmul_exact(weights.data());
+  noted->linear_forward(out.data(), inp.data(), weights.data(), nullptr, N, IC, OC);
+  CHECK(out == want);
+}

@@ -3,6 +3,7 @@
 // file per op family (cpu_backend.cpp, cpu_attention.cpp, ...). One backend is driven by
 // one thread at a time (the worker's training loop); it fans work out to its own pool.
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "ops/backend.h"
@@ -99,6 +100,8 @@ class CpuBackend final : public Backend {
              float beta2, float eps, float weight_decay, int step) override;
 
   void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+  void note_matmul_exact(const float* p, size_t n) override;
+  void forget_matmul_exact(const float* p) override;
 
  private:
   // Thread t's private scratch of at least n floats (grows, never shrinks; contents are
@@ -119,6 +122,8 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::vector<std::vector<float>> scratch_;
   std::vector<std::vector<float>> operands_ = std::vector<std::vector<float>>(kMatmulOperandSlots);
+  // note_matmul_exact's ranges: matmul_operand reads an operand inside one in place.
+  std::vector<std::pair<const float*, const float*>> exact_;
 };
 
 // Elements per thread below which memory-bound loops run on the caller alone: waking a

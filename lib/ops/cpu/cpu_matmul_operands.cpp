@@ -56,10 +56,21 @@ const float* CpuBackend::matmul_operand(int slot, const float* src, int64_t rows
   }
   // The strided region the product reads: whole rows but the last, which ends at `cols`.
   const size_t n = static_cast<size_t>((rows - 1) * ld + cols);
+  for (const auto& [begin, end] : exact_) {
+    if (src >= begin && src + n <= end) return src;  // rounding would change nothing
+  }
   auto& buf = operands_[static_cast<size_t>(slot)];
   if (buf.size() < n) buf.resize(n);
   round_to_matmul_type(buf.data(), src, n);
   return buf.data();
+}
+
+void CpuBackend::note_matmul_exact(const float* p, size_t n) {
+  if (p != nullptr && n > 0) exact_.emplace_back(p, p + n);
+}
+
+void CpuBackend::forget_matmul_exact(const float* p) {
+  std::erase_if(exact_, [p](const auto& range) { return range.first == p; });
 }
 
 }  // namespace trainctl::ops::cpu
