@@ -8,6 +8,7 @@
 
 #include "integration/helpers.h"
 #include "integration/rounding_bounds.h"
+#include "integration/small_run.h"
 #include "optim/loss_scaler.h"
 
 using namespace trainctl::test;
@@ -18,29 +19,7 @@ namespace {
 std::vector<json> train_fp16(const fs::path& dir, const std::string& name,
                              const std::string& parallel, const std::string& precision,
                              std::vector<std::string> extra = {}) {
-  const fs::path job = dir / (name + ".yaml");
-  write_text(job, "name: " + name +
-                      "\nseed: 5\n"
-                      "model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 4, d_model: 32}\n"
-                      "data: {type: synthetic}\n"
-                      "parallel: " +
-                      parallel + "\nprecision: " + precision +
-                      "\n"
-                      "training: {steps: 16, micro_batch_size: 2, global_batch_size: 8}\n"
-                      "optimizer: {lr: 1.0e-2, warmup_steps: 1, min_lr: 1.0e-3}\n"
-                      "checkpoint: {every_steps: 8}\n"
-                      "logging: {every_steps: 1}\n"
-                      "runtime: {comm_timeout_s: 60}\n");
-  std::vector<std::string> args = {"train", job.string(), "--resume", "none"};
-  if (!extra.empty()) args = {"train", job.string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  const ProcResult r = run_trainctl(args, dir, std::chrono::seconds(120));
-  INFO(name << "\n" << r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  std::vector<json> rows;
-  std::istringstream in(read_text(dir / "runs" / name / "metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) rows.push_back(json::parse(line));
-  return rows;
+  return train_small(dir, name, {.parallel = parallel, .precision = precision}, std::move(extra));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "checkpoint/reader.h"
 #include "integration/helpers.h"
+#include "integration/small_run.h"
 #include "model/shard.h"
 
 using namespace trainctl::test;
@@ -19,29 +20,29 @@ namespace {
 std::vector<json> train_mixed(const fs::path& dir, const std::string& name,
                               const std::string& parallel, const std::string& compute,
                               std::vector<std::string> extra = {}) {
-  const fs::path job = dir / (name + ".yaml");
-  write_text(job, "name: " + name +
-                      "\nseed: 5\n"
-                      "model: {vocab_size: 64, seq_len: 16, n_layer: 2, n_head: 4, d_model: 32}\n"
-                      "data: {type: synthetic}\n"
-                      "parallel: " +
-                      parallel + "\nprecision: {compute: " + compute +
-                      "}\n"
-                      "training: {steps: 8, micro_batch_size: 2, global_batch_size: 8}\n"
-                      "optimizer: {lr: 1.0e-2, warmup_steps: 1, min_lr: 1.0e-3}\n"
-                      "checkpoint: {every_steps: 4, async: false}\n"
-                      "logging: {every_steps: 1}\n"
-                      "runtime: {comm_timeout_s: 60}\n");
-  std::vector<std::string> args = {"train", job.string(), "--resume", "none"};
-  if (!extra.empty()) args = {"train", job.string()};
-  args.insert(args.end(), extra.begin(), extra.end());
-  const ProcResult r = run_trainctl(args, dir, std::chrono::seconds(120));
-  INFO(name << "\n" << r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  std::vector<json> rows;
-  std::istringstream in(read_text(dir / "runs" / name / "metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) rows.push_back(json::parse(line));
-  return rows;
+  return train_small(dir, name,
+                     {.parallel = parallel,
+                      .precision = "{compute: " + compute + "}",
+                      .training = "steps: 8, micro_batch_size: 2, global_batch_size: 8",
+                      .checkpoint = "{every_steps: 4, async: false}"},
+                     std::move(extra));
+}
+
+// Elements of the GPT's token table in a checkpoint that need more than bf16's 8
+// significant bits: fp32 master values, not 16-bit weights.
+size_t wider_than_bf16(const fs::path& checkpoint) {
+  trainctl::checkpoint::CheckpointReader reader(checkpoint);
+  trainctl::model::TensorShard whole;
+  whole.global_shape = {64, 32};
+  std::vector<float> wte(64 * 32);
+  reader.read_slice("transformer.wte.weight", whole, wte.data());
+  size_t wider = 0;
+  for (const float x : wte) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0xffffu) != 0) ++wider;
+  }
+  return wider;
 }
 
 std::vector<double> losses_from(const std::vector<json>& rows, size_t first) {
@@ -62,20 +63,7 @@ TEST_CASE("mixed precision: a checkpoint holds the fp32 master and resumes bitwi
   REQUIRE(fs::exists(ckpt));
   // The checkpoint's weights are the fp32 master, not 16-bit values: most of them need more
   // than bf16's 8 significant bits.
-  {
-    trainctl::checkpoint::CheckpointReader reader(ckpt);
-    trainctl::model::TensorShard whole;
-    whole.global_shape = {64, 32};
-    std::vector<float> wte(64 * 32);
-    reader.read_slice("transformer.wte.weight", whole, wte.data());
-    size_t wider = 0;
-    for (const float x : wte) {
-      uint32_t bits = 0;
-      std::memcpy(&bits, &x, sizeof bits);
-      if ((bits & 0xffffu) != 0) ++wider;
-    }
-    CHECK(wider > wte.size() / 2);
-  }
+  CHECK(wider_than_bf16(ckpt) > 64 * 32 / 2);
   // The same layout: bitwise the uninterrupted run.
   const auto resumed = train_mixed(dir.path(), "resumed", "{dp: 2, zero: 1}", "bf16",
                                    {"--resume", ckpt.string()});
@@ -179,18 +167,7 @@ TEST_CASE("mixed precision with diloco resumes bitwise; a parameter-server worke
                               "{dp: 2, mode: parameter_server, parameter_server: {servers: 2}}",
                               "bf16");
   CHECK(ps.size() == 8);
-  trainctl::checkpoint::CheckpointReader reader(dir.path() / "runs" / "ps" / "checkpoints" /
-                                                "step_00000008");
-  trainctl::model::TensorShard whole;
-  whole.global_shape = {64, 32};
-  std::vector<float> wte(64 * 32);
-  reader.read_slice("transformer.wte.weight", whole, wte.data());
-  size_t wider = 0;
-  for (const float x : wte) {
-    uint32_t bits = 0;
-    std::memcpy(&bits, &x, sizeof bits);
-    if ((bits & 0xffffu) != 0) ++wider;
-  }
-  CHECK(wider > wte.size() / 2);
+  CHECK(wider_than_bf16(dir.path() / "runs" / "ps" / "checkpoints" / "step_00000008") >
+        64 * 32 / 2);
   CHECK(fs::exists(dir.path() / "runs" / "ps" / "model.safetensors"));
 }

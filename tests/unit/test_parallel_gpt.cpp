@@ -91,11 +91,7 @@ std::vector<RunResult> train(int dp_size, const parallel::DataParallelOptions& o
       double loss = 0;
       for (int m = 0; m < accum; ++m) {
         const int first_seq = (dp.rank() * accum + m) * B;  // global sequence index
-        for (int i = 0; i < B * T; ++i) {
-          const int seq = first_seq + i / T, t = i % T;
-          tokens[static_cast<size_t>(i)] = (seq * 17 + t * 5 + step * 3 + t * t) % 64;
-          targets[static_cast<size_t>(i)] = (seq * 7 + t * 11 + step) % 64;
-        }
+        parallel::testing::fill_sequences(tokens, targets, B, T, first_seq, step);
         int64_t count = 0;
         ddp.begin_micro_batch(m == accum - 1);
         loss += gpt.forward_backward(tokens.data(), targets.data(), 1.0f / (global * T), &count);

@@ -55,19 +55,13 @@ std::vector<Run> train(int dp_size, int zero, DType compute, bool mixed, int ste
       gpt.init_weights(3);
     }
     std::vector<int32_t> tokens(B * T), targets(B * T);
-    auto fill = [&](int first_seq, int step) {
-      for (int i = 0; i < B * T; ++i) {
-        const int seq = first_seq + i / T, t = i % T;
-        tokens[static_cast<size_t>(i)] = (seq * 17 + t * 5 + step * 3 + t * t) % 64;
-        targets[static_cast<size_t>(i)] = (seq * 7 + t * 11 + step) % 64;
-      }
-    };
     for (int step = 0; step < steps; ++step) {
       gpt.params().zero_grads();
       ddp.begin_step(step);
       double loss = 0;
       for (int m = 0; m < accum; ++m) {
-        fill((dp.rank() * accum + m) * B, step);
+        parallel::testing::fill_sequences(tokens, targets, B, T, (dp.rank() * accum + m) * B,
+                                          step);
         int64_t count = 0;
         ddp.begin_micro_batch(m == accum - 1);
         loss += gpt.forward_backward(tokens.data(), targets.data(), 1.0f / (global * T), &count);
@@ -86,7 +80,7 @@ std::vector<Run> train(int dp_size, int zero, DType compute, bool mixed, int ste
     }
     out.master = ddp.mixed()->gather_master();
     // The head's use widens the tied embedding last: read it as the model sees it.
-    fill(0, steps);
+    parallel::testing::fill_sequences(tokens, targets, B, T, 0, steps);
     int64_t count = 0;
     gpt.forward_loss(tokens.data(), targets.data(), &count);
     const model::Param& wte = params.at(static_cast<size_t>(gpt.head_weight()));

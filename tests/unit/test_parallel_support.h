@@ -26,6 +26,19 @@ inline void on_dp_group(int n, const std::function<void(comm::Communicator&)>& b
   });
 }
 
+// The tokens and targets of B sequences of length T, the first being global sequence
+// `first_seq`, at optimizer step `step`: a pattern over a vocabulary of 64 that depends on
+// (sequence, position, step) only, so any split of the global batch over ranks and
+// micro-batches sees the same data.
+inline void fill_sequences(std::vector<int32_t>& tokens, std::vector<int32_t>& targets, int B,
+                           int T, int first_seq, int step) {
+  for (int i = 0; i < B * T; ++i) {
+    const int seq = first_seq + i / T, t = i % T;
+    tokens[static_cast<size_t>(i)] = (seq * 17 + t * 5 + step * 3 + t * t) % 64;
+    targets[static_cast<size_t>(i)] = (seq * 7 + t * 11 + step) % 64;
+  }
+}
+
 // A gradient value that depends on (rank, step, index) only, of varied sign and magnitude.
 inline float fake_grad(int rank, int step, int64_t i) {
   const uint64_t h = (static_cast<uint64_t>(i) * 2654435761u) ^
