@@ -73,9 +73,9 @@ struct BackendOptions {
   // linear_forward/backward and lm_head_cross_entropy are rounded (to nearest even) to
   // this type, the products accumulate in fp32 and results are stored in fp32. The kernels
   // take and give fp32 everywhere else (attention, layernorm, softmax, bias sums); the
-  // trainer stores the weights in this type (parallel/mixed_params.h). fp32 = no rounding. bf16 keeps fp32's exponent range; fp16 has three more
-  // mantissa bits but overflows above 65504 and flushes below 6e-8, so gradients need
-  // loss scaling.
+  // trainer stores the weights in this type (parallel/mixed_params.h). fp32 = no rounding. bf16
+  // keeps fp32's exponent range; fp16 has three more mantissa bits but overflows above 65504 and
+  // flushes below 6e-8, so gradients need loss scaling.
   DType matmul = DType::fp32;
 };
 

@@ -41,8 +41,8 @@ class AdamW : public Optimizer {
     ++t_;
     for (const model::Param& p : params_.list()) {
       const float wd = p.weight_decay ? static_cast<float>(opt_.weight_decay) : 0.0f;
-      backend_.adamw(w_ + p.offset, params_.grads() + p.offset, m_ + p.offset,
-                     v_ + p.offset, static_cast<size_t>(p.numel), static_cast<float>(lr),
+      backend_.adamw(w_ + p.offset, params_.grads() + p.offset, m_ + p.offset, v_ + p.offset,
+                     static_cast<size_t>(p.numel), static_cast<float>(lr),
                      static_cast<float>(opt_.beta1), static_cast<float>(opt_.beta2),
                      static_cast<float>(opt_.eps), wd, t_);
     }

@@ -57,8 +57,8 @@ DataParallel::DataParallel(comm::Communicator& dp, model::Gpt& gpt, ops::Backend
     // expert-DP group, whose ranks hold the same parameters and (after the sums below) the
     // same gradients.
     comm::Communicator& shards = options.sync.expert_dp ? *options.sync.expert_dp : dp;
-    auto zero = std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_,
-                                            weights);
+    auto zero =
+        std::make_unique<ZeroAdamW>(shards, gpt.params(), backend, optimizer, zero_stage_, weights);
     zero_ = zero.get();
     optimizer_ = std::move(zero);
   }

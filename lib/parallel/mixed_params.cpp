@@ -54,8 +54,8 @@ MixedParams::MixedParams(model::Gpt& gpt, ops::Backend& backend, DType weights,
     throw std::invalid_argument("mixed precision needs a model built with GptOptions::grads_only");
   }
   weights_ = backend.alloc(static_cast<size_t>(layout_.padded_total()) * kHalf);
-  master_ = static_cast<float*>(
-      backend.alloc(static_cast<size_t>(layout_.shard_size) * sizeof(float)));
+  master_ =
+      static_cast<float*>(backend.alloc(static_cast<size_t>(layout_.shard_size) * sizeof(float)));
   if (sharded_) staging_ = backend.alloc(static_cast<size_t>(layout_.shard_size) * kHalf);
   // One buffer for the largest unit, one for what a use reads beside its largest (ln_f
   // beside the head, wpe beside wte): a block is read alone.
@@ -72,11 +72,9 @@ MixedParams::MixedParams(model::Gpt& gpt, ops::Backend& backend, DType weights,
     }
   }
   auto block = [this](int b) { widened(unit_of_block_.at(static_cast<size_t>(b))); };
-  gpt.set_block_hooks({block, block, nullptr,
-                       [this](model::Gpt::ResidentUse use, bool grads) {
-                         before_resident(use, grads);
-                       },
-                       nullptr});
+  gpt.set_block_hooks(
+      {block, block, nullptr,
+       [this](model::Gpt::ResidentUse use, bool grads) { before_resident(use, grads); }, nullptr});
 }
 
 MixedParams::~MixedParams() {

@@ -17,10 +17,10 @@
 // embedding, the head: parallel/zero3_units.h) is widened into an fp32 buffer just before
 // its use, from the model's block and resident hooks: one buffer as large as the largest
 // unit, and one for the small unit a use reads beside another (ln_f beside the head, wpe
-// beside wte). No fp32 copy of the whole model exists. Widening is exact, and the matrix products round their operands to
-// the compute type anyway: a product sees the weights it saw when they were stored in fp32.
-// What changes is the few non-product uses (norm gains, biases, the embedding lookup),
-// which now read the rounded values, as on a GPU running Megatron's layout.
+// beside wte). No fp32 copy of the whole model exists. Widening is exact, and the matrix products
+// round their operands to the compute type anyway: a product sees the weights it saw when they were
+// stored in fp32. What changes is the few non-product uses (norm gains, biases, the embedding
+// lookup), which now read the rounded values, as on a GPU running Megatron's layout.
 //
 // Per optimizer step: the passes (hooks), the gradient reduction, then the optimizer on
 // master() and publish(). Checkpoints store the master weights (gather_master), so a
@@ -42,11 +42,11 @@ namespace trainctl::parallel {
 // Bytes per parameter the layout keeps for the model, and what it allocates besides (for
 // `trainctl plan`; a unit test holds it equal to what MixedParams allocates).
 struct MixedParamsBytes {
-  int64_t weights = 0;    // 16-bit weights (padded to the master's shard layout)
-  int64_t master = 0;     // fp32 master (the whole layout, or one shard)
-  int64_t widened = 0;    // the fp32 buffers units are widened into: the largest unit's,
-                          // and what a use reads beside it (ResidentUnits::companion_floats)
-  int64_t staging = 0;    // ZeRO: this rank's 16-bit shard, sent by the allgather
+  int64_t weights = 0;  // 16-bit weights (padded to the master's shard layout)
+  int64_t master = 0;   // fp32 master (the whole layout, or one shard)
+  int64_t widened = 0;  // the fp32 buffers units are widened into: the largest unit's,
+                        // and what a use reads beside it (ResidentUnits::companion_floats)
+  int64_t staging = 0;  // ZeRO: this rank's 16-bit shard, sent by the allgather
 };
 MixedParamsBytes mixed_params_bytes(const std::vector<model::ParamSpec>& specs, int dp_size,
                                     bool sharded);

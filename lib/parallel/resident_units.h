@@ -28,8 +28,7 @@ struct ResidentUnits {
   int64_t companion_floats(const std::vector<Zero3Unit>& units) const;
   // The units `use` reads (parameters) and those whose gradients it writes, each once.
   // Throws std::logic_error for a use of a unit this rank lacks.
-  std::pair<std::vector<int>, std::vector<int>> of(model::Gpt::ResidentUse use,
-                                                   bool grads) const;
+  std::pair<std::vector<int>, std::vector<int>> of(model::Gpt::ResidentUse use, bool grads) const;
 };
 
 // The unit of each of gpt's blocks, checked against the model's block ranges (throws

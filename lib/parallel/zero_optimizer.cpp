@@ -130,9 +130,9 @@ void ZeroAdamW::step(double lr) {
     const float wd = p.weight_decay ? static_cast<float>(options_.weight_decay) : 0.0f;
     const int64_t k = a - begin;
     float* w = master_ != nullptr ? master_ + k : params_.data() + a;
-    backend_.adamw(w, grads + k, m_ + k, v_ + k, static_cast<size_t>(b - a),
-                   static_cast<float>(lr), static_cast<float>(options_.beta1),
-                   static_cast<float>(options_.beta2), static_cast<float>(options_.eps), wd, t_);
+    backend_.adamw(w, grads + k, m_ + k, v_ + k, static_cast<size_t>(b - a), static_cast<float>(lr),
+                   static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                   static_cast<float>(options_.eps), wd, t_);
   }
   if (dp_.size() == 1 || master_ != nullptr) return;
   const auto shard = static_cast<size_t>(layout_.shard_size);

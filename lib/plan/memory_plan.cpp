@@ -7,10 +7,10 @@
 
 #include "comm/rank_coords.h"
 #include "model/gpt.h"
+#include "parallel/mixed_params.h"
 #include "parallel/pipeline_executor.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_layout.h"
-#include "parallel/mixed_params.h"
 #include "parallel/zero3_params.h"
 #include "plan/mixed_memory_plan.h"
 #include "plan/model_of_spec.h"

@@ -135,7 +135,8 @@ TEST_CASE("sequence parallelism: recomputation bitwise, reduced precision within
     const Run one = train(dir.path(), precision + "-one", "{dp: 1}", kGpt, precision);
     const Run run = train(dir.path(), precision + "-sp", "{dp: 2, tp: 2, sequence_parallel: true}",
                           kGpt, precision);
-    check_within_rounding(precision + " sequence parallel", precision, run.losses, one.losses, fp32.losses);
+    check_within_rounding(precision + " sequence parallel", precision, run.losses, one.losses,
+                          fp32.losses);
   }
 }
 

@@ -103,8 +103,8 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
       // The parts add up to the total.
       const double parts = est["parameters"].get<double>() + est["gradients"].get<double>() +
                            est["master_weights"].get<double>() + est["optimizer"].get<double>() +
-                           est["activations"].get<double>() +
-                           est["communication"].get<double>() + est["workspace"].get<double>();
+                           est["activations"].get<double>() + est["communication"].get<double>() +
+                           est["workspace"].get<double>();
       CHECK(parts == Approx(est["total"].get<double>()));
       most = std::max(most, measured[r]);
     }

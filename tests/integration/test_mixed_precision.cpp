@@ -53,9 +53,10 @@ std::vector<double> losses_from(const std::vector<json>& rows, size_t first) {
 
 }  // namespace
 
-TEST_CASE("mixed precision: a checkpoint holds the fp32 master and resumes bitwise, on "
-          "another dp and in fp32",
-          "[train][mixed][resume]") {
+TEST_CASE(
+    "mixed precision: a checkpoint holds the fp32 master and resumes bitwise, on "
+    "another dp and in fp32",
+    "[train][mixed][resume]") {
   TempDir dir("mixed_resume");
   const auto straight = train_mixed(dir.path(), "straight", "{dp: 2, zero: 1}", "bf16");
   REQUIRE(straight.size() == 8);
@@ -65,15 +66,14 @@ TEST_CASE("mixed precision: a checkpoint holds the fp32 master and resumes bitwi
   // than bf16's 8 significant bits.
   CHECK(wider_than_bf16(ckpt) > 64 * 32 / 2);
   // The same layout: bitwise the uninterrupted run.
-  const auto resumed = train_mixed(dir.path(), "resumed", "{dp: 2, zero: 1}", "bf16",
-                                   {"--resume", ckpt.string()});
+  const auto resumed =
+      train_mixed(dir.path(), "resumed", "{dp: 2, zero: 1}", "bf16", {"--resume", ckpt.string()});
   REQUIRE(resumed.size() == 4);
   CHECK(losses_from(resumed, 0) == losses_from(straight, 4));
   // Another DP layout and ZeRO stage: the same master, gradients summed in another order.
-  for (const auto& [name, parallel] : {std::pair<std::string, std::string>{"dp1", "{dp: 1}"},
-                                       {"dp2-zero2", "{dp: 2, zero: 2}"}}) {
-    const auto other =
-        train_mixed(dir.path(), name, parallel, "bf16", {"--resume", ckpt.string()});
+  for (const auto& [name, parallel] :
+       {std::pair<std::string, std::string>{"dp1", "{dp: 1}"}, {"dp2-zero2", "{dp: 2, zero: 2}"}}) {
+    const auto other = train_mixed(dir.path(), name, parallel, "bf16", {"--resume", ckpt.string()});
     REQUIRE(other.size() == 4);
     for (size_t i = 0; i < 4; ++i) {
       INFO(name << " step " << i + 5);
@@ -83,27 +83,26 @@ TEST_CASE("mixed precision: a checkpoint holds the fp32 master and resumes bitwi
   }
   // fp32 continues from the master itself: its first loss is the bf16 run's within bf16's
   // rounding of the products.
-  const auto fp32 = train_mixed(dir.path(), "fp32", "{dp: 2, zero: 1}", "fp32",
-                                {"--resume", ckpt.string()});
+  const auto fp32 =
+      train_mixed(dir.path(), "fp32", "{dp: 2, zero: 1}", "fp32", {"--resume", ckpt.string()});
   REQUIRE(fp32.size() == 4);
   CHECK(fp32[0]["loss"].get<double>() == Approx(straight[4]["loss"].get<double>()).epsilon(1e-2));
 }
 
-TEST_CASE("mixed precision model state: 18 bytes a parameter, 6 + 12/dp with ZeRO-1, as "
-          "each rank measures",
-          "[train][mixed][memory]") {
+TEST_CASE(
+    "mixed precision model state: 18 bytes a parameter, 6 + 12/dp with ZeRO-1, as "
+    "each rank measures",
+    "[train][mixed][memory]") {
   TempDir dir("mixed_memory");
   // Model state dominates: many wide blocks, one short sequence per step. (The layout's
   // two fp32 buffers of one block are ~1/8 of the 16 blocks' fp32 weights: ZeRO-1's saving
   // over fp32, 2 - 4/dp bytes a parameter, outweighs them from dp 4.)
-  const std::string model =
-      "{vocab_size: 256, seq_len: 16, n_layer: 16, n_head: 4, d_model: 256}";
+  const std::string model = "{vocab_size: 256, seq_len: 16, n_layer: 16, n_head: 4, d_model: 256}";
   auto measure = [&](const std::string& name, int dp, int zero, const std::string& compute) {
     const fs::path job = dir.path() / (name + ".yaml");
     write_text(job, "name: " + name + "\nseed: 3\nmodel: " + model +
                         "\ndata: {type: synthetic}\nparallel: {dp: " + std::to_string(dp) +
-                        ", zero: " + std::to_string(zero) +
-                        "}\nprecision: {compute: " + compute +
+                        ", zero: " + std::to_string(zero) + "}\nprecision: {compute: " + compute +
                         "}\ntraining: {steps: 1, micro_batch_size: 1, global_batch_size: " +
                         std::to_string(dp) +
                         "}\nlogging: {every_steps: 1}\nruntime: {comm_timeout_s: 60}\n");
@@ -125,8 +124,7 @@ TEST_CASE("mixed precision model state: 18 bytes a parameter, 6 + 12/dp with ZeR
       CHECK(planned["memory_mb"][r]["total"].get<double>() == Approx(measured[r]).epsilon(0.10));
     }
     const double state = rank0["parameters"].get<double>() + rank0["gradients"].get<double>() +
-                         rank0["master_weights"].get<double>() +
-                         rank0["optimizer"].get<double>();
+                         rank0["master_weights"].get<double>() + rank0["optimizer"].get<double>();
     return std::pair{state, measured[0]};
   };
   for (const int dp : {1, 2, 4}) {
@@ -147,9 +145,10 @@ TEST_CASE("mixed precision model state: 18 bytes a parameter, 6 + 12/dp with ZeR
   }
 }
 
-TEST_CASE("mixed precision with diloco resumes bitwise; a parameter-server worker exports "
-          "the fp32 master",
-          "[train][mixed][resume]") {
+TEST_CASE(
+    "mixed precision with diloco resumes bitwise; a parameter-server worker exports "
+    "the fp32 master",
+    "[train][mixed][resume]") {
   TempDir dir("mixed_modes");
   // DiLoCo: each replica's master is its own, averaged every sync; the checkpoint keeps
   // every replica's (dp_sync_state.cpp).
@@ -163,9 +162,8 @@ TEST_CASE("mixed precision with diloco resumes bitwise; a parameter-server worke
   CHECK(losses_from(resumed, 0) == losses_from(straight, 4));
   // Parameter servers: the worker's master is the servers' fp32 values; the run ends with
   // them exported.
-  const auto ps = train_mixed(dir.path(), "ps",
-                              "{dp: 2, mode: parameter_server, parameter_server: {servers: 2}}",
-                              "bf16");
+  const auto ps = train_mixed(
+      dir.path(), "ps", "{dp: 2, mode: parameter_server, parameter_server: {servers: 2}}", "bf16");
   CHECK(ps.size() == 8);
   CHECK(wider_than_bf16(dir.path() / "runs" / "ps" / "checkpoints" / "step_00000008") >
         64 * 32 / 2);

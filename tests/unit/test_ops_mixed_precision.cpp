@@ -155,8 +155,9 @@ TEST_CASE("an operand noted as already rounded is read in place: the same produc
   weights = w;
   noted->linear_forward(out.data(), inp.data(), weights.data(), nullptr, N, IC, OC);
   std::vector<float> unrounded_weights(out.size());
-  backend(DType::fp32)->linear_forward(unrounded_weights.data(), rounded(type, inp).data(),
-                                       w.data(), nullptr, N, IC, OC);
+  backend(DType::fp32)
+      ->linear_forward(unrounded_weights.data(), rounded(type, inp).data(), w.data(), nullptr, N,
+                       IC, OC);
   CHECK(out == unrounded_weights);
   CHECK(out != want);
   // Forgotten, the buffer's operands are rounded again.

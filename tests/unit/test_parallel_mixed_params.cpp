@@ -60,8 +60,7 @@ std::vector<Run> train(int dp_size, int zero, DType compute, bool mixed, int ste
       ddp.begin_step(step);
       double loss = 0;
       for (int m = 0; m < accum; ++m) {
-        parallel::testing::fill_sequences(tokens, targets, B, T, (dp.rank() * accum + m) * B,
-                                          step);
+        parallel::testing::fill_sequences(tokens, targets, B, T, (dp.rank() * accum + m) * B, step);
         int64_t count = 0;
         ddp.begin_micro_batch(m == accum - 1);
         loss += gpt.forward_backward(tokens.data(), targets.data(), 1.0f / (global * T), &count);
@@ -152,9 +151,10 @@ TEST_CASE("mixed precision: the model reads its master weights rounded, every la
   }
 }
 
-TEST_CASE("mixed_params_bytes is what the mixed layout allocates: 18 bytes a parameter, or "
-          "6 + 12/dp under ZeRO",
-          "[parallel][mixed]") {
+TEST_CASE(
+    "mixed_params_bytes is what the mixed layout allocates: 18 bytes a parameter, or "
+    "6 + 12/dp under ZeRO",
+    "[parallel][mixed]") {
   for (const int zero : {0, 1}) {
     for (const int dp_size : {1, 2, 4}) {
       DYNAMIC_SECTION("dp " << dp_size << ", zero " << zero) {
