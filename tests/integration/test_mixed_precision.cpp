@@ -146,7 +146,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "mixed precision with diloco resumes bitwise; a parameter-server worker exports "
+    "mixed precision with diloco resumes bitwise, and a parameter-server worker exports "
     "the fp32 master",
     "[train][mixed][resume]") {
   TempDir dir("mixed_modes");
