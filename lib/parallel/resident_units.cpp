@@ -6,20 +6,29 @@
 
 namespace trainctl::parallel {
 
+namespace {
+// The unit holding flat offset `offset`, or -1.
+int unit_at(const std::vector<Zero3Unit>& units, int64_t offset) {
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i].begin <= offset && offset < units[i].end) return static_cast<int>(i);
+  }
+  return -1;
+}
+}  // namespace
+
 ResidentUnits ResidentUnits::find(const std::vector<model::ParamSpec>& specs,
                                   const std::vector<Zero3Unit>& units) {
   const std::vector<int64_t> offsets = model::flat_offsets(specs);
-  auto unit_at = [&](int64_t offset) {
-    for (size_t i = 0; i < units.size(); ++i) {
-      if (units[i].begin <= offset && offset < units[i].end) return static_cast<int>(i);
-    }
-    throw std::logic_error("unit layout: a parameter outside every unit");
+  auto unit_of_offset = [&](int64_t offset) {
+    const int unit = unit_at(units, offset);
+    if (unit < 0) throw std::logic_error("unit layout: a parameter outside every unit");
+    return unit;
   };
   ResidentUnits r;
   int tied_copy = -1, lm_head = -1;
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string& name = specs[i].name;
-    const int unit = unit_at(offsets[i]);
+    const int unit = unit_of_offset(offsets[i]);
     const bool embedding = name == "transformer.wte.weight" || name == "model.embed_tokens.weight";
     if (embedding && specs[i].tied_copy) tied_copy = unit;
     if (embedding && !specs[i].tied_copy) r.wte = unit;
@@ -38,15 +47,10 @@ ResidentUnits ResidentUnits::find(const model::Gpt& gpt, const std::vector<Zero3
   const ResidentUnits r = find(model::gpt_param_specs(gpt.config(), gpt.shard()), units);
   // The model's own view must agree with the one from its specs.
   auto unit_of = [&](int param) {
-    if (param < 0) return -1;
-    const int64_t offset = gpt.params().at(static_cast<size_t>(param)).offset;
-    for (size_t i = 0; i < units.size(); ++i) {
-      if (units[i].begin <= offset && offset < units[i].end) return static_cast<int>(i);
-    }
-    return -2;
+    return param < 0 ? -1 : unit_at(units, gpt.params().at(static_cast<size_t>(param)).offset);
   };
-  if (unit_of(gpt.head_weight()) != (gpt.head_weight() >= 0 ? r.head : -1) ||
-      unit_of(gpt.tied_embedding_param()) != (gpt.tied_embedding_param() >= 0 ? r.tied : -1)) {
+  if ((gpt.head_weight() >= 0 && unit_of(gpt.head_weight()) != r.head) ||
+      (gpt.tied_embedding_param() >= 0 && unit_of(gpt.tied_embedding_param()) != r.tied)) {
     throw std::logic_error("unit layout: the model's head does not match its parameter specs");
   }
   return r;
