@@ -28,7 +28,8 @@ namespace trainctl::cuda_abi {
 // Bumped whenever CudaPluginApi or the types it mentions change shape.
 // 2: BackendOptions gained `matmul` (mixed-precision matrix products).
 // 3: ops::Backend gained attention_decode (its vtable changed shape).
-inline constexpr uint32_t kCudaPluginAbiVersion = 3;
+// 4: ops::Backend gained round_to_type (16-bit kept activations).
+inline constexpr uint32_t kCudaPluginAbiVersion = 4;
 
 // The rendezvous store as the plugin sees it (the loader wraps the job's store): NCCL's
 // unique ids travel through it. get() blocks until the key exists or the store's timeout

@@ -8,7 +8,8 @@ ActivationArena::~ActivationArena() {
   for (void* p : owned_) backend_->free(p);
 }
 
-float* ActivationArena::take(int64_t floats, MemoryUse use) {
+void* ActivationArena::take_bytes(int64_t bytes, MemoryUse use) {
+  const int64_t floats = (bytes + static_cast<int64_t>(sizeof(float)) - 1) / sizeof(float);
   switch (use) {
     case MemoryUse::activations:
       floats_.activations += floats;
@@ -21,9 +22,13 @@ float* ActivationArena::take(int64_t floats, MemoryUse use) {
       break;
   }
   if (backend_ == nullptr) return nullptr;
-  void* p = backend_->alloc(static_cast<size_t>(floats) * sizeof(float));
+  void* p = backend_->alloc(static_cast<size_t>(bytes));
   owned_.push_back(p);
-  return static_cast<float*>(p);
+  return p;
+}
+
+float* ActivationArena::take(int64_t floats, MemoryUse use) {
+  return static_cast<float*>(take_bytes(floats * static_cast<int64_t>(sizeof(float)), use));
 }
 
 float* ActivationArena::shared(const std::string& key, int64_t floats, MemoryUse use) {
@@ -37,6 +42,43 @@ float* ActivationArena::shared(const std::string& key, int64_t floats, MemoryUse
   float* p = take(floats, use);
   shared_.emplace(key, Shared{p, floats, use});
   return p;
+}
+
+int ActivationArena::begin_unit() {
+  units_.emplace_back();
+  return static_cast<int>(units_.size()) - 1;
+}
+
+float* ActivationArena::keep(const std::string& key, int64_t floats, int slot) {
+  if (!packs()) return take(floats, MemoryUse::activations);
+  if (units_.empty() || slot < 0) {
+    throw std::logic_error("ActivationArena::keep('" + key + "') outside a unit");
+  }
+  auto& slots = units_.back();
+  if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
+  float* working = shared("kept." + key, floats, MemoryUse::workspace);
+  void* bits = take_bytes(floats * static_cast<int64_t>(dtype_size(kept_)), MemoryUse::activations);
+  slots[static_cast<size_t>(slot)].push_back({working, bits, floats});
+  return working;
+}
+
+const std::vector<ActivationArena::Stored>& ActivationArena::stored(int unit, int slot) const {
+  static const std::vector<Stored> none;
+  if (unit < 0 || static_cast<size_t>(unit) >= units_.size()) return none;
+  const auto& slots = units_[static_cast<size_t>(unit)];
+  return static_cast<size_t>(slot) < slots.size() ? slots[static_cast<size_t>(slot)] : none;
+}
+
+void ActivationArena::pack(int unit, int slot) {
+  for (const Stored& s : stored(unit, slot)) {
+    backend_->cast(s.bits, kept_, s.working, DType::fp32, static_cast<size_t>(s.floats));
+  }
+}
+
+void ActivationArena::unpack(int unit, int slot) {
+  for (const Stored& s : stored(unit, slot)) {
+    backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
+  }
 }
 
 }  // namespace trainctl::model

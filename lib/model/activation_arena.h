@@ -9,12 +9,23 @@
 // gets the same buffer. A part names its own keys after its kind, so two kinds of block
 // (a dense and an MoE feed-forward) never share scratch by accident, and parts of one kind
 // share it by design. A later request may ask for fewer floats than the first, never more.
+//
+// Kept activations in 16 bits (precision.compute bf16/fp16; Megatron-LM's layout, issue 35):
+// what a block keeps for its backward is asked for with keep(key, floats, slot). In fp32
+// each (block, slot) gets a buffer of its own. In 16 bits the fp32 buffer under `key` is
+// one per model, the block's working set while it runs, and each (block, slot) gets a
+// 16-bit store of it: pack() after the block's forward, unpack() before its recompute and
+// backward. The producers round every kept value to the 16-bit type as they write it
+// (ModelContext::round_kept), so packing and unpacking are exact and recomputation still
+// gives the bits of `none`. The block output (the next block's input, sent between pipeline
+// stages), norm statistics, log-sum-exp and MoE buffers stay fp32 (take()).
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "ops/backend.h"
+#include "util/dtype.h"
 
 namespace trainctl::model {
 
@@ -24,14 +35,17 @@ struct GptMemoryFloats {
   int64_t activations = 0;  // what the `slots` micro-batches in flight keep, every chunk
   int64_t recompute = 0;    // the shared block buffers recomputation writes into
   int64_t workspace = 0;    // backward and head scratch shared by chunks and slots
+                            // (and, in 16 bits, the kept activations' fp32 working set)
 };
 
 enum class MemoryUse { activations, recompute, workspace };
 
 class ActivationArena {
  public:
-  // backend null: count only (every pointer handed out is null).
-  explicit ActivationArena(ops::Backend* backend) : backend_(backend) {}
+  // backend null: count only (every pointer handed out is null). `kept`: the type keep()
+  // stores activations in (fp32, or bf16/fp16 packed).
+  explicit ActivationArena(ops::Backend* backend, DType kept = DType::fp32)
+      : backend_(backend), kept_(kept) {}
   ~ActivationArena();
   ActivationArena(const ActivationArena&) = delete;
   ActivationArena& operator=(const ActivationArena&) = delete;
@@ -41,6 +55,17 @@ class ActivationArena {
   // The model's one buffer named `key` (allocated by the first request). Throws
   // std::logic_error when a later request wants more floats or another purpose.
   float* shared(const std::string& key, int64_t floats, MemoryUse use);
+  // The buffers of the next block (unit) asking for kept activations: later keep() calls
+  // belong to it. Returns its index (0, 1, ... in call order).
+  int begin_unit();
+  // An activation the backward reads, of micro-batch `slot` of the current unit (see the
+  // top of this file). `key` is one buffer of the unit (the same keys in every unit).
+  float* keep(const std::string& key, int64_t floats, int slot);
+  bool packs() const { return kept_ != DType::fp32; }
+  // 16 bits: save the unit's working set of `slot` into its store / fill it back. Nothing
+  // in fp32.
+  void pack(int unit, int slot);
+  void unpack(int unit, int slot);
   // What has been handed out so far (params left 0).
   const GptMemoryFloats& floats() const { return floats_; }
 
@@ -50,8 +75,18 @@ class ActivationArena {
     int64_t floats;
     MemoryUse use;
   };
+  struct Stored {
+    float* working;  // the key's fp32 buffer
+    void* bits;      // this (unit, slot)'s 16-bit copy
+    int64_t floats;
+  };
+  const std::vector<Stored>& stored(int unit, int slot) const;
+  void* take_bytes(int64_t bytes, MemoryUse use);
+
   ops::Backend* backend_;
+  DType kept_;
   std::vector<void*> owned_;
+  std::vector<std::vector<std::vector<Stored>>> units_;  // [unit][slot]
   std::map<std::string, Shared> shared_;
   GptMemoryFloats floats_;
 };

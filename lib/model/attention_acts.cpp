@@ -13,8 +13,8 @@ std::vector<AttentionActs> allocate_attention_acts(ActivationArena& arena, const
   }
   std::vector<AttentionActs> acts;
   for (int s = 0; s < slots; ++s) {
-    acts.push_back({arena.take(qkv, MemoryUse::activations),
-                    arena.take(att, MemoryUse::activations),
+    // The log-sum-exp stays fp32 (one value a row and head; its exponent is the softmax's).
+    acts.push_back({arena.keep(name + ".qkv", qkv, s), arena.keep(name + ".att", att, s),
                     arena.take(lse, MemoryUse::activations)});
   }
   return acts;

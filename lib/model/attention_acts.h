@@ -18,7 +18,8 @@ struct AttentionActs {
 };
 
 // `slots` sets of the sizes given (in floats); with full recomputation one set under
-// `name`.qkv/.att/.lse shared by every slot.
+// `name`.qkv/.att/.lse shared by every slot. q|k|v and the output are kept activations
+// (ActivationArena::keep: 16-bit under mixed precision), the log-sum-exp fp32.
 std::vector<AttentionActs> allocate_attention_acts(ActivationArena& arena, const std::string& name,
                                                    int64_t qkv, int64_t att, int64_t lse,
                                                    bool full_recompute, int slots);

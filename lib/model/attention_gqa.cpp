@@ -67,11 +67,14 @@ void GqaAttention::forward(int slot, const float* h, float* y) {
   const ModelConfig& c = ctx_.config;
   fused_forward(ctx_, a.qkv, qkv_width_, h, {q_, k_, v_}, c.d_model);
   rope(a.qkv, false);
+  const auto N = static_cast<size_t>(ctx_.N());
+  ctx_.round_kept(a.qkv, N * static_cast<size_t>(qkv_width_));
   if (ring_) {
     ring_->forward(ctx_.be(), a.att, a.lse, a.qkv);
   } else {
     ctx_.be().attention_forward(a.att, a.lse, a.qkv, shape());
   }
+  ctx_.round_kept(a.att, N * static_cast<size_t>(C_local_));
   project_out(a, y);
 }
 

@@ -44,11 +44,13 @@ void MhaAttention::forward(int slot, const float* h, float* y) {
   const int N = ctx_.N(), C = ctx_.config.d_model;
   auto& w = ctx_.w();
   ctx_.be().linear_forward(a.qkv, h, w.data(attn_w_), w.data(attn_b_), N, C, 3 * C_local_);
+  ctx_.round_kept(a.qkv, static_cast<size_t>(N) * 3 * C_local_);
   if (ring_) {
     ring_->forward(ctx_.be(), a.att, a.lse, a.qkv);
   } else {
     ctx_.be().attention_forward(a.att, a.lse, a.qkv, ctx_.B, ctx_.T, C_local_, NH_local_);
   }
+  ctx_.round_kept(a.att, static_cast<size_t>(N) * C_local_);
   project_out(a, y);
 }
 

@@ -31,6 +31,7 @@ ModelContext make_context(const ModelConfig& config, const GptOptions& options, 
   ctx.cp = options.cp;
   ctx.ep = options.ep;
   ctx.sequence_parallel = options.sequence_parallel;
+  ctx.kept = options.kept_activations;
   return ctx;
 }
 
@@ -45,7 +46,9 @@ observe::TraceFields layer_fields(int layer, int chunk) {
 
 Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_len,
          GptOptions options)
-    : ctx_(make_context(config, options, batch, seq_len)), params_(backend), arena_(&backend) {
+    : ctx_(make_context(config, options, batch, seq_len)),
+      params_(backend),
+      arena_(&backend, options.kept_activations) {
   if (seq_len > config.max_seq_len) {
     throw std::invalid_argument("sequence length exceeds the model's position table");
   }
@@ -102,7 +105,7 @@ GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& o
   check_sequence_parallel(ctx);
   ParamList list(ctx.shard);
   ModelParts parts = compose_model(ctx, list);
-  ActivationArena arena(nullptr);
+  ActivationArena arena(nullptr, options.kept_activations);
   parts.allocate(ctx, arena, options.slots);
   GptMemoryFloats m = arena.floats();
   m.params = flat_size(list.specs());
@@ -223,6 +226,7 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
     if (block_hooks_.before_forward) block_hooks_.before_forward(b);
     observe::TraceScope trace(trace_, "forward", "compute", layer_fields(b, chunk));
     x = parts_.blocks[static_cast<size_t>(b)]->forward(slot, x);
+    if (backward) arena_.pack(b, slot);  // 16-bit kept activations: into the slot's store
   }
   if (!has_head(chunk)) return x;
   observe::TraceScope trace(trace_, "forward.lm_head", "compute", layer_fields(-1, chunk));
@@ -260,6 +264,7 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     if (block_hooks_.before_backward) block_hooks_.before_backward(b);
     {
       observe::TraceScope trace(trace_, "backward", "compute", layer_fields(b, chunk));
+      arena_.unpack(b, slot);
       block.recompute(slot, x);
       const PieceReport pieces =
           report ? PieceReport(hook, block_first_piece_[static_cast<size_t>(b)]) : PieceReport();

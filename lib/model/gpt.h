@@ -76,6 +76,9 @@ struct GptOptions {
   // in 16 bits and binds each unit's fp32 widening from the block hooks
   // (parallel/mixed_params.h).
   bool grads_only = false;
+  // Mixed precision: the type the activations kept for backward are stored in (bf16/fp16:
+  // rounded as produced, 16-bit per micro-batch; model/activation_arena.h).
+  DType kept_activations = DType::fp32;
 };
 
 // Floats a Gpt allocates through its backend, by purpose (model/activation_arena.h),

@@ -26,8 +26,8 @@ void GeluMlp::allocate(ActivationArena& arena, int slots) {
   float* fc_shared = full ? arena.shared("ffn.gelu.fc", NH, MemoryUse::recompute) : nullptr;
   for (int s = 0; s < slots; ++s) {
     Acts a{};
-    a.fc = full ? fc_shared : arena.take(NH, MemoryUse::activations);
-    a.gelu = ctx_.recompute == Recompute::none ? arena.take(NH, MemoryUse::activations) : d_fc_;
+    a.fc = full ? fc_shared : arena.keep("ffn.gelu.fc", NH, s);
+    a.gelu = ctx_.recompute == Recompute::none ? arena.keep("ffn.gelu.out", NH, s) : d_fc_;
     acts_.push_back(a);
   }
 }
@@ -45,13 +45,20 @@ void GeluMlp::forward(int slot, const float* h, float* y) {
   const int N = ctx_.N(), C = ctx_.config.d_model;
   auto& w = ctx_.w();
   ctx_.be().linear_forward(a.fc, h, w.data(fc_w_), w.data(fc_b_), N, C, H_local_);
-  ctx_.be().gelu_forward(a.gelu, a.fc, static_cast<size_t>(N) * H_local_);
+  ctx_.round_kept(a.fc, static_cast<size_t>(N) * H_local_);
+  activate(a);
   project_out(a, y);
+}
+
+void GeluMlp::activate(const Acts& a) {
+  const size_t NH = static_cast<size_t>(ctx_.N()) * H_local_;
+  ctx_.be().gelu_forward(a.gelu, a.fc, NH);
+  ctx_.round_kept(a.gelu, NH);
 }
 
 void GeluMlp::refill(int slot, float* y) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
-  ctx_.be().gelu_forward(a.gelu, a.fc, static_cast<size_t>(ctx_.N()) * H_local_);
+  activate(a);
   if (y != nullptr) project_out(a, y);
 }
 

@@ -26,6 +26,8 @@ class GeluMlp final : public Branch {
     float* fc;    // [N, 4C/tp] before GELU: kept unless recomputation is full
     float* gelu;  // [N, 4C/tp] after: kept only without recomputation
   };
+  // The activation of the kept pre-activation (forward and selective refill), rounded.
+  void activate(const Acts& a);
   void project_out(const Acts& a, float* y);
 
   const ModelContext& ctx_;

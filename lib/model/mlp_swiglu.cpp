@@ -25,8 +25,8 @@ void SwiGluMlp::allocate(ActivationArena& arena, int slots) {
   float* fc_shared = full ? arena.shared("ffn.swiglu.fc", 2 * NH, MemoryUse::recompute) : nullptr;
   for (int s = 0; s < slots; ++s) {
     Acts a{};
-    a.fc = full ? fc_shared : arena.take(2 * NH, MemoryUse::activations);
-    a.act = ctx_.recompute == Recompute::none ? arena.take(NH, MemoryUse::activations) : d_fc_;
+    a.fc = full ? fc_shared : arena.keep("ffn.swiglu.fc", 2 * NH, s);
+    a.act = ctx_.recompute == Recompute::none ? arena.keep("ffn.swiglu.out", NH, s) : d_fc_;
     acts_.push_back(a);
   }
 }
@@ -40,13 +40,19 @@ void SwiGluMlp::project_out(const Acts& a, float* y) {
 void SwiGluMlp::forward(int slot, const float* h, float* y) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
   fused_forward(ctx_, a.fc, 2 * H_local_, h, {gate_, up_}, ctx_.config.d_model);
-  ctx_.be().swiglu_forward(a.act, a.fc, ctx_.N(), H_local_);
+  ctx_.round_kept(a.fc, static_cast<size_t>(ctx_.N()) * 2 * H_local_);
+  activate(a);
   project_out(a, y);
+}
+
+void SwiGluMlp::activate(const Acts& a) {
+  ctx_.be().swiglu_forward(a.act, a.fc, ctx_.N(), H_local_);
+  ctx_.round_kept(a.act, static_cast<size_t>(ctx_.N()) * H_local_);
 }
 
 void SwiGluMlp::refill(int slot, float* y) {
   const Acts& a = acts_.at(static_cast<size_t>(slot));
-  ctx_.be().swiglu_forward(a.act, a.fc, ctx_.N(), H_local_);
+  activate(a);
   if (y != nullptr) project_out(a, y);
 }
 

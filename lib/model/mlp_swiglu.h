@@ -27,6 +27,8 @@ class SwiGluMlp final : public Branch {
     float* fc;   // [N, 2H/tp] gate | up: kept unless recomputation is full
     float* act;  // [N, H/tp] SwiGLU output: kept only without recomputation
   };
+  // The activation of the kept pre-activation (forward and selective refill), rounded.
+  void activate(const Acts& a);
   void project_out(const Acts& a, float* y);
 
   const ModelContext& ctx_;

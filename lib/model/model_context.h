@@ -22,8 +22,9 @@ class DeferredWeightGrads;  // model/deferred_weight_grads.h
 
 // ModelContext::deferred_inputs_in_slot from its parts (the memory plan asks it of a spec).
 inline bool deferred_inputs_in_slot(Recompute recompute, bool sequence_parallel_active,
-                                    bool cp_active) {
-  return recompute == Recompute::none && !sequence_parallel_active && !cp_active;
+                                    bool cp_active, DType kept) {
+  return recompute == Recompute::none && !sequence_parallel_active && !cp_active &&
+         kept == DType::fp32;
 }
 
 struct ModelContext {
@@ -53,6 +54,11 @@ struct ModelContext {
   // TP-split matmuls see all N rows, all-gathered before them and reduce-scattered after.
   bool sequence_parallel = false;
   float* sp_rows = nullptr;  // [rows(), C] scratch of the reduce-scatter (running model only)
+  // The type kept activations are stored in (GptOptions::kept_activations). Not fp32: every
+  // producer of a value the backward reads rounds it to this type as it writes it
+  // (round_kept), whether the mode keeps or recomputes it, so that a 16-bit store holds it
+  // exactly and recomputation gives the same bits.
+  DType kept = DType::fp32;
 
   int N() const { return B * T; }
   size_t NC() const { return static_cast<size_t>(N()) * config.d_model; }
@@ -61,9 +67,10 @@ struct ModelContext {
   // Whether every deferred linear product's input is an activation the forward stored in
   // the micro-batch's slot, which the pipeline executor holds until W: then W reads it
   // there and B copies only the output gradient. Not under recomputation (inputs rebuilt in
-  // shared buffers), sequence parallelism (all-gathered inputs) or context parallelism.
+  // shared buffers), sequence parallelism (all-gathered inputs), context parallelism, or
+  // 16-bit kept activations (the slot holds them packed; the fp32 buffer is shared).
   bool deferred_inputs_in_slot() const {
-    return model::deferred_inputs_in_slot(recompute, sp(), cp.active());
+    return model::deferred_inputs_in_slot(recompute, sp(), cp.active(), kept);
   }
   // Token rows of the residual stream on this rank: N, or N / tp under sequence parallelism.
   int rows() const { return sp() ? N() / shard.tp_size : N(); }
@@ -71,6 +78,9 @@ struct ModelContext {
   // Row-parallel outputs are partial sums: one TP rank adds the bias, the allreduce the rest.
   bool bias_here() const { return shard.tp_rank == 0; }
   ops::Backend& be() const { return *backend; }
+  void round_kept(float* p, size_t n) const {
+    if (kept != DType::fp32) backend->round_to_type(p, n, kept);
+  }
   ParameterSet& w() const { return *params; }
   // Sums (or maxes) `data` over the TP group; nothing at tp 1.
   void tp_allreduce(float* data, size_t count, comm::ReduceOp op = comm::ReduceOp::sum) const {

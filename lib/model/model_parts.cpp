@@ -27,7 +27,12 @@ void ModelParts::allocate(const ModelContext& ctx, ActivationArena& arena, int s
     sp_rows = arena.shared("sp.rows", NC, MemoryUse::workspace);
     sp_full = arena.shared("sp.full", static_cast<int64_t>(ctx.NC()), MemoryUse::workspace);
   }
-  for (const auto& block : blocks) block->allocate(arena, slots);
+  // Each block is one unit of kept activations (ActivationArena::begin_unit): unit b is
+  // blocks[b], which Gpt packs after its forward and unpacks before its backward.
+  for (const auto& block : blocks) {
+    arena.begin_unit();
+    block->allocate(arena, slots);
+  }
   if (head) head->allocate(arena, slots);
   inputs.assign(ctx.shard.chunks.size(), {});
   for (auto& chunk : inputs) {

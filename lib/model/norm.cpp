@@ -13,6 +13,15 @@ void Norm::allocate(ActivationArena& arena) {
     sp_grads_ = arena.shared("norm.sp_grads", 2 * ctx_.config.d_model, MemoryUse::workspace);
 }
 
+NormActs Norm::keep(ActivationArena& arena, const std::string& key, int slot) const {
+  NormActs a;
+  a.out = arena.keep(key, int64_t{ctx_.N()} * ctx_.config.d_model, slot);
+  // The statistics stay fp32: one value a row each, and the backward's scale.
+  a.mean = arena.take(ctx_.rows(), MemoryUse::activations);
+  a.rstd = arena.take(ctx_.rows(), MemoryUse::activations);
+  return a;
+}
+
 NormActs Norm::take(ActivationArena& arena, MemoryUse use) const {
   const int64_t rows = ctx_.rows();
   NormActs a;
@@ -32,6 +41,7 @@ void Norm::forward(const NormActs& a, const float* x) const {
   } else {
     ctx_.be().layernorm_forward(out, a.mean, a.rstd, x, w.data(w_), w.data(b_), rows, C);
   }
+  ctx_.round_kept(out, static_cast<size_t>(rows) * C);
   if (ctx_.sp()) ctx_.sp_gather(out, a.out);
 }
 

@@ -32,6 +32,10 @@ class Norm {
   void allocate(ActivationArena& arena);
   // Buffers of its own for one application.
   NormActs take(ActivationArena& arena, MemoryUse use) const;
+  // One application's kept buffers for micro-batch `slot`: the output a kept activation
+  // under `key` (ActivationArena::keep), the statistics fp32.
+  NormActs keep(ActivationArena& arena, const std::string& key, int slot) const;
+  // The output is rounded to ModelContext::kept as it is written.
   void forward(const NormActs& a, const float* x) const;
   // dx = d(x) from dout = d(a.out); the parameter gradients accumulate.
   void backward(float* dx, const float* dout, const float* x, const NormActs& a) const;

@@ -54,10 +54,12 @@ void TransformerBlock::allocate(ActivationArena& arena, int slots) {
   for (int s = 0; s < slots; ++s) {
     Acts a = dropped;
     if (mode == Recompute::none) {
-      a.n1 = norm1_.take(arena, MemoryUse::activations);
-      a.res1 = arena.take(RC, MemoryUse::activations);
-      a.n2 = norm2_.take(arena, MemoryUse::activations);
+      a.n1 = norm1_.keep(arena, "block.norm1", s);
+      a.res1 = arena.keep("block.res1", RC, s);
+      a.n2 = norm2_.keep(arena, "block.norm2", s);
     }
+    // The block output stays fp32 and out of the 16-bit stores: it is the next block's
+    // input, and may still be on its way to the next pipeline stage.
     a.res2 = arena.take(RC, MemoryUse::activations);
     acts_.push_back(a);
   }
@@ -69,6 +71,7 @@ void TransformerBlock::run_forward(Acts& a, int slot, const float* x, bool outpu
   norm1_.forward(a.n1, x);
   mixer_->forward(slot, a.n1.out, branch_out_);
   be.add(a.res1, x, branch_out_, NC);
+  ctx_.round_kept(a.res1, NC);
   norm2_.forward(a.n2, a.res1);
   ffn_->forward(slot, a.n2.out, branch_out_);
   if (output) be.add(a.res2, a.res1, branch_out_, NC);
@@ -94,6 +97,7 @@ void TransformerBlock::recompute(int slot, const float* x) {
       // to branch_out_ before norm1 reuses that buffer.
       mixer_->refill(slot, branch_out_);
       ctx_.be().add(a.res1, x, branch_out_, ctx_.rows_C());
+      ctx_.round_kept(a.res1, ctx_.rows_C());
       norm1_.forward(a.n1, x);
       norm2_.forward(a.n2, a.res1);
       ffn_->refill(slot, nullptr);

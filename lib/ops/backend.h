@@ -258,6 +258,10 @@ class Backend {
 
   // --- casts ---------------------------------------------------------------------------
   virtual void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) = 0;
+  // p[i] rounded to nearest even to `type` and kept in fp32: what storing it in `type` and
+  // reading it back gives (the 16-bit kept activations, model/activation_arena.h). fp32:
+  // nothing.
+  virtual void round_to_type(float* p, size_t n, DType type) = 0;
   // A promise: whenever a matrix product reads [p, p + n), every value there is already
   // representable in the matmul type (the mixed-precision layout widens 16-bit weights
   // into such a buffer, parallel/mixed_params.h). A backend that rounds operands into a

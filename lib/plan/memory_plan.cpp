@@ -100,6 +100,7 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   // ring's K/V blocks (model/ring_attention.h, counted as workspace).
   options.cp = model::ContextChunks::of(par.cp, 0, spec.model.seq_len);
   options.sequence_parallel = par.sequence_parallel;
+  options.kept_activations = spec.precision.compute;
   model::GptMemoryFloats g;
   try {
     g = model::gpt_memory_floats(config, options, spec.training.micro_batch_size,
@@ -122,8 +123,9 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
   // Each rank runs seq_len / cp tokens of a sequence.
   const int64_t tokens = int64_t{spec.training.micro_batch_size} * (spec.model.seq_len / par.cp);
-  const bool inputs_in_slot = model::deferred_inputs_in_slot(
-      options.recompute, par.sequence_parallel && par.tp > 1, options.cp.active());
+  const bool inputs_in_slot =
+      model::deferred_inputs_in_slot(options.recompute, par.sequence_parallel && par.tp > 1,
+                                     options.cp.active(), options.kept_activations);
   b.activations += parallel::weight_grads_held(program) *
                    static_cast<double>(model::deferred_weight_floats(config, options.shard, tokens,
                                                                      inputs_in_slot)) *

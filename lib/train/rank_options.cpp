@@ -37,6 +37,8 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   // 16-bit compute: the mixed-precision layout keeps the weights in 16 bits and the
   // gradients in the model's fp32 buffer (parallel/mixed_params.h).
   o.grads_only = options.backend.matmul != DType::fp32;
+  // ... and the activations kept for backward in 16-bit stores (model/activation_arena.h).
+  o.kept_activations = options.backend.matmul;
   o.cp = context_chunks(options, groups);
   o.cp_group = groups.cp.get();
   return o;

@@ -163,11 +163,14 @@ TEST_CASE("mixed-precision plan: a combination without a memory layout is refuse
   CHECK_NOTHROW(plan::plan_memory(s));
 }
 
-TEST_CASE("mixed-precision plan: its activations are the CPU worker's at half the width",
+TEST_CASE("mixed-precision plan: its activations are the CPU worker's, both in 16 bits",
           "[plan][memory]") {
   // The CPU plan equals what the worker measures (tests/integration/test_memory_plan.cpp);
-  // the GPU plan counts the same tensors in 16 bits (the CPU worker's layer is flash-style
-  // too), so on a 1F1B pipeline, whose in-flight micro-batches are whole, the two agree.
+  // the GPU plan counts the same tensors in 16 bits, and the CPU worker keeps them in 16-bit
+  // stores too (model/activation_arena.h; its layer is flash-style as well), so on a 1F1B
+  // pipeline, whose in-flight micro-batches are whole, the two agree. The CPU worker keeps
+  // the block outputs, the norms' statistics and the log-sum-exp in fp32: under full
+  // recomputation, where the block outputs are all it keeps, it holds twice the GPU's.
   for (const char* model : {"gpt", "llama"}) {
     for (const char* mode : {"none", "selective", "full"}) {
       config::JobSpec s = gpu_job(4, 8, 512, 2, 2, 1, 8);
@@ -185,12 +188,13 @@ TEST_CASE("mixed-precision plan: its activations are the CPU worker's at half th
                  << cpu.activations);
       CHECK(gpu.activation_slots == cpu.activation_slots);
       if (std::string(mode) == "none") {
-        CHECK(2 * gpu.activations == Approx(cpu.activations).epsilon(0.05));
+        CHECK(gpu.activations == Approx(cpu.activations).epsilon(0.2));
       } else {
         // Recomputation: the CPU worker keeps each chunk's last output too (Megatron frees
         // it once sent) and recomputes part of a layer in backward scratch; same order.
-        CHECK(2 * gpu.activations > 0.5 * cpu.activations);
-        CHECK(2 * gpu.activations < 1.5 * cpu.activations);
+        const double width = std::string(mode) == "full" ? 2.0 : 1.0;
+        CHECK(width * gpu.activations > 0.5 * cpu.activations);
+        CHECK(width * gpu.activations < 1.5 * cpu.activations);
       }
     }
   }

@@ -1,6 +1,7 @@
 // Activation recomputation (model/gpt.h, Recompute): the same gradients to the bit, less
 // memory, and gpt_memory_floats (the plan's model of the buffers) equal to what the model
-// really allocates.
+// really allocates; in fp32 and with the activations kept in 16 bits
+// (GptOptions::kept_activations, model/activation_arena.h).
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
@@ -37,17 +38,31 @@ struct Step {
   std::vector<float> grads;
 };
 
-Step one_step(model::Recompute mode, model::Family family) {
-  auto be = ops::make_cpu_backend({});
-  model::GptOptions options;
-  options.recompute = mode;
-  model::Gpt gpt(small(family), *be, kB, kT, options);
-  gpt.init_weights(5);
-  std::vector<int32_t> x(kB * kT), y(kB * kT);
+void fill_tokens(std::vector<int32_t>& x, std::vector<int32_t>& y) {
+  x.resize(kB * kT);
+  y.resize(kB * kT);
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<int32_t>(rng::hash(7, i) % 19);
     y[i] = static_cast<int32_t>(rng::hash(8, i) % 19);
   }
+}
+
+// A backend whose products round to `kept`, and a model keeping its activations in it.
+std::unique_ptr<ops::Backend> backend_for(DType kept) {
+  ops::BackendOptions o;
+  o.matmul = kept;
+  return ops::make_cpu_backend(o);
+}
+
+Step one_step(model::Recompute mode, model::Family family, DType kept = DType::fp32) {
+  auto be = backend_for(kept);
+  model::GptOptions options;
+  options.recompute = mode;
+  options.kept_activations = kept;
+  model::Gpt gpt(small(family), *be, kB, kT, options);
+  gpt.init_weights(5);
+  std::vector<int32_t> x, y;
+  fill_tokens(x, y);
   Step s;
   int64_t n = 0;
   // Two micro-batches: the second backward reads buffers the first one's recompute refilled.
@@ -59,7 +74,7 @@ Step one_step(model::Recompute mode, model::Family family) {
 }
 
 size_t measured_bytes(const model::ModelConfig& c, const model::GptOptions& options) {
-  auto be = ops::make_cpu_backend({});
+  auto be = backend_for(options.kept_activations);
   model::Gpt gpt(c, *be, kB, kT, options);
   return be->peak_allocated_bytes();
 }
@@ -74,10 +89,13 @@ size_t modelled_bytes(const model::ModelConfig& c, const model::GptOptions& opti
 
 TEST_CASE("recomputation gives the gradients of the full forward, bit for bit", "[model]") {
   const model::Family family = GENERATE(model::Family::gpt, model::Family::llama);
-  const Step none = one_step(model::Recompute::none, family);
+  // 16-bit kept activations: every producer rounds what it writes, kept or recomputed, so
+  // the modes still agree to the bit (and the stores hold the values exactly).
+  const DType kept = GENERATE(DType::fp32, DType::bf16, DType::fp16);
+  const Step none = one_step(model::Recompute::none, family, kept);
   for (model::Recompute mode : {model::Recompute::selective, model::Recompute::full}) {
-    INFO(model::to_string(family) << " " << model::to_string(mode));
-    const Step s = one_step(mode, family);
+    INFO(model::to_string(family) << " " << model::to_string(mode) << " " << dtype_name(kept));
+    const Step s = one_step(mode, family, kept);
     CHECK(s.loss == none.loss);
     REQUIRE(s.grads.size() == none.grads.size());
     CHECK(std::memcmp(s.grads.data(), none.grads.data(), s.grads.size() * sizeof(float)) == 0);
@@ -97,15 +115,17 @@ TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keep
       {"pp 2 stage 0, 2 slots", model::GptShardSpec::of(c, kT, 2, 0, 1, 1, 0), 2},
       {"pp 2 stage 1", model::GptShardSpec::of(c, kT, 2, 1, 1, 1, 0), 1},
       {"interleaved stage 1", model::GptShardSpec::of(c, kT, 2, 1, 2, 1, 0), 3}};
+  const DType kept = GENERATE(DType::fp32, DType::bf16);
   for (const Case& k : cases) {
     size_t previous = 0;
     for (model::Recompute mode :
          {model::Recompute::none, model::Recompute::selective, model::Recompute::full}) {
-      INFO(k.name << ", " << model::to_string(mode));
+      INFO(k.name << ", " << model::to_string(mode) << ", kept " << dtype_name(kept));
       model::GptOptions options;
       options.shard = k.shard;
       options.slots = k.slots;
       options.recompute = mode;
+      options.kept_activations = kept;
       INFO(model::to_string(c.family));
       const size_t bytes = measured_bytes(c, options);
       CHECK(bytes == modelled_bytes(c, options));
@@ -113,8 +133,74 @@ TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keep
       CHECK((mode == model::Recompute::none) == (m.recompute == 0));
       if (previous > 0) CHECK(bytes < previous);
       previous = bytes;
+      if (kept == DType::fp32 || mode == model::Recompute::full) continue;
+      // Each (block, slot) keeps its 16-bit store, half the floats of the fp32 buffers it
+      // would have kept; the model holds one fp32 working set of them (workspace).
+      options.kept_activations = DType::fp32;
+      const model::GptMemoryFloats wide = model::gpt_memory_floats(c, options, kB, kT);
+      int blocks = k.shard.chunks.empty() ? c.n_layer : 0;
+      for (const model::LayerRange& chunk : k.shard.chunks) blocks += chunk.size();
+      const int64_t working = m.workspace - wide.workspace;
+      CHECK(working > 0);
+      CHECK(2 * (wide.activations - m.activations) == int64_t{blocks} * k.slots * working);
     }
   }
   CHECK(model::parse_recompute("selective") == model::Recompute::selective);
   CHECK_THROWS_AS(model::parse_recompute("partial"), std::invalid_argument);
+}
+
+TEST_CASE("16-bit kept activations: a micro-batch in flight keeps its own, in its store",
+          "[model][memory]") {
+  // Two micro-batches forward before either backward (a pipeline's warm-up): they share
+  // every block's fp32 working set, so the first backward reads its activations only from
+  // its 16-bit store. The gradients must be bitwise those of running the two in turn (the
+  // same accumulation order: micro-batch 0's backward first). GPT's embedding is tied, and
+  // the head adds its share of that gradient during forward, in another order: it is
+  // compared within rounding, every other gradient to the bit.
+  const model::Family family = GENERATE(model::Family::gpt, model::Family::llama);
+  const model::Recompute mode = GENERATE(model::Recompute::none, model::Recompute::selective);
+  INFO(model::to_string(family) << " " << model::to_string(mode));
+  std::vector<int32_t> x, y;
+  fill_tokens(x, y);
+  std::pair<size_t, size_t> tied;  // the tied embedding's gradient floats
+  auto run = [&](bool in_flight) {
+    auto be = backend_for(DType::bf16);
+    model::GptOptions options;
+    options.slots = 2;
+    options.recompute = mode;
+    options.kept_activations = DType::bf16;
+    model::Gpt gpt(small(family), *be, kB, kT, options);
+    gpt.init_weights(5);
+    model::ChunkLoss loss;
+    const int32_t* in[2] = {x.data(), y.data()};
+    const int32_t* out[2] = {y.data(), x.data()};
+    if (in_flight) {
+      for (int s = 0; s < 2; ++s) gpt.forward_chunk(0, s, in[s], out[s], true, 0.5f, &loss);
+      for (int s = 0; s < 2; ++s) gpt.backward_chunk(0, s, in[s], true);
+    } else {
+      for (int s = 0; s < 2; ++s) {
+        gpt.forward_chunk(0, s, in[s], out[s], true, 0.5f, &loss);
+        gpt.backward_chunk(0, s, in[s], true);
+      }
+    }
+    const float* g = gpt.params().grads();
+    std::vector<float> grads(g, g + gpt.params().total());
+    tied = {0, 0};
+    if (const int t = gpt.tied_embedding_param(); t >= 0) {
+      const model::Param& p = gpt.params().at(static_cast<size_t>(t));
+      tied = {static_cast<size_t>(p.offset), static_cast<size_t>(p.offset + p.numel)};
+    }
+    return grads;
+  };
+  const std::vector<float> in_turn = run(false), in_flight = run(true);
+  REQUIRE(in_turn.size() == in_flight.size());
+  size_t different = 0;
+  for (size_t i = 0; i < in_turn.size(); ++i) {
+    if (i >= tied.first && i < tied.second) {
+      CHECK(in_flight[i] == Approx(in_turn[i]).margin(1e-6));
+    } else if (in_turn[i] != in_flight[i]) {
+      ++different;
+    }
+  }
+  CHECK(different == 0);
 }

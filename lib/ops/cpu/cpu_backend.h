@@ -100,6 +100,7 @@ class CpuBackend final : public Backend {
              float beta2, float eps, float weight_decay, int step) override;
 
   void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+  void round_to_type(float* p, size_t n, DType type) override;
   void note_matmul_exact(const float* p, size_t n) override;
   void forget_matmul_exact(const float* p) override;
 

@@ -41,6 +41,13 @@ void round_to(DType type, float* dst, const float* src, size_t n) {
   }
 }
 
+void CpuBackend::round_to_type(float* p, size_t n, DType type) {
+  if (type == DType::fp32) return;
+  pool_.parallel_for(
+      static_cast<int64_t>(n), kElementwiseGrain * 8,
+      [&](int64_t b, int64_t e, int) { round_to(type, p + b, p + b, static_cast<size_t>(e - b)); });
+}
+
 void CpuBackend::round_to_matmul_type(float* dst, const float* src, size_t n) {
   pool_.parallel_for(static_cast<int64_t>(n), kElementwiseGrain * 8,
                      [&](int64_t b, int64_t e, int) {

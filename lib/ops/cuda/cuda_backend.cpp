@@ -454,4 +454,11 @@ void CudaBackend::cast(void* dst, DType dst_type, const void* src, DType src_typ
   op_done();
 }
 
+void CudaBackend::round_to_type(float* p, size_t n, DType type) {
+  bind();
+  if (n == 0 || type == DType::fp32) return;
+  launch_round_to_type(stream_, p, type, n);
+  op_done();
+}
+
 }  // namespace trainctl::ops::cuda

@@ -114,6 +114,7 @@ class CudaBackend final : public Backend {
   void adamw(float* param, const float* grad, float* m, float* v, size_t n, float lr, float beta1,
              float beta2, float eps, float weight_decay, int step) override;
   void cast(void* dst, DType dst_type, const void* src, DType src_type, size_t n) override;
+  void round_to_type(float* p, size_t n, DType type) override;
 
  private:
   // Makes this backend's GPU current for the calling thread (ops may come from any thread).

@@ -22,6 +22,8 @@ void launch_adamw(cudaStream_t s, float* param, const float* grad, float* m, flo
                   float lr, float beta1, float beta2, float eps, float weight_decay, int step);
 void launch_cast(cudaStream_t s, void* dst, DType dst_type, const void* src, DType src_type,
                  size_t n);
+// p[i] = p[i] rounded to nearest even to `type` (bf16 or fp16), kept in fp32.
+void launch_round_to_type(cudaStream_t s, float* p, DType type, size_t n);
 // Packs a row-major fp32 block (rows x cols, leading dimension ld_src >= cols) into a
 // 16-bit operand of a matrix product: dst[r * ld_dst + c] = src[r * ld_src + c] rounded to
 // nearest even to `type` (bf16 or fp16, the cast op's conversion) for c < cols, and +0 for

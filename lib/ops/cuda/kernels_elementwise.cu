@@ -76,6 +76,13 @@ __global__ void cast_kernel(void* dst, DType dst_type, const void* src, DType sr
   }
 }
 
+__global__ void round_to_type_kernel(float* p, DType type, size_t n) {
+  for (size_t i = global_index(); i < n; i += grid_stride()) {
+    p[i] = type == DType::bf16 ? math::bf16_to_fp32(math::fp32_to_bf16(p[i]))
+                               : math::fp16_to_fp32(math::fp32_to_fp16(p[i]));
+  }
+}
+
 // One thread per element of the padded destination; the type switch is uniform.
 __global__ void pack_operand_kernel(void* dst, DType type, int ld_dst, const float* src, int rows,
                                     int cols, int ld_src) {
@@ -193,6 +200,12 @@ void launch_cast(cudaStream_t s, void* dst, DType dst_type, const void* src, DTy
   if (n == 0) return;
   cast_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, dst_type, src, src_type, n);
   TRAINCTL_CUDA_CHECK_LAUNCH(cast_kernel);
+}
+
+void launch_round_to_type(cudaStream_t s, float* p, DType type, size_t n) {
+  if (n == 0) return;
+  round_to_type_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(p, type, n);
+  TRAINCTL_CUDA_CHECK_LAUNCH(round_to_type_kernel);
 }
 
 void launch_pack_operand(cudaStream_t s, void* dst, DType type, int ld_dst, const float* src,
