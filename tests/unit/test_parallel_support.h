@@ -23,6 +23,10 @@ inline void on_dp_group(int n, const std::function<void(comm::Communicator&)>& b
   comm::testing::run_ranks(n, [&](int rank) {
     comm::GlooCommunicator dp(comm::testing::connect_world(store, rank, n), "dp[0]");
     body(dp);
+    // A body may communicate nothing (a memory count): without this, a rank could drop its
+    // context while a peer is still connecting, which Gloo reports there as "Connection
+    // closed by peer" (seen under load).
+    dp.barrier();
   });
 }
 
