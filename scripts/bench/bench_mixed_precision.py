@@ -9,8 +9,9 @@ For each: the measured tensor-memory peak per rank (metrics.jsonl mem_peak_mb_ma
 plan's total and its model state (parameters + gradients + master weights + optimizer, from
 `trainctl plan --json`), bytes of model state per parameter, and tokens/s (median over the
 logged steps after the first). bf16 keeps 16-bit weights, fp32 gradients and fp32 master
-weights (18 bytes a parameter, 6 + 12/dp under ZeRO-1; fp32: 16, 8 + 8/dp); activations are
-still fp32 on both backends, so the activation-heavy job shows what that leaves.
+weights (18 bytes a parameter, 6 + 12/dp under ZeRO-1; fp32: 16, 8 + 8/dp), and keeps the
+activations for backward in 16-bit stores with one fp32 working set (model/activation_arena.h):
+the plan's `activations` column (what the micro-batches in flight keep) shows that part.
 One JSON line per case, then a markdown table (docs/benchmarks.md).
 
 Usage: scripts/bench/bench_mixed_precision.py [--trainctl build/trainctl] [--steps 6]
@@ -97,13 +98,14 @@ def main():
                 case[compute] = r
             table.append((job, dp, case))
     print()
-    print("| job | dp (ZeRO) | model state B/param fp32 → bf16 | mem_peak_mb fp32 | bf16 | "
-          "bf16 / fp32 | tokens/s fp32 | bf16 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| job | dp (ZeRO) | model state B/param fp32 → bf16 | kept activations MB fp32 → bf16 "
+          "| mem_peak_mb fp32 | bf16 | bf16 / fp32 | tokens/s fp32 | bf16 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for job, dp, c in table:
         f, b = c["fp32"], c["bf16"]
         print(f"| {job} | {dp} ({1 if dp > 1 else 0}) | {f['state_bytes_per_param']:.1f} → "
-              f"{b['state_bytes_per_param']:.1f} | {f['mem_peak_mb']:.1f} | {b['mem_peak_mb']:.1f} "
+              f"{b['state_bytes_per_param']:.1f} | {f['activations_mb']:.1f} → "
+              f"{b['activations_mb']:.1f} | {f['mem_peak_mb']:.1f} | {b['mem_peak_mb']:.1f} "
               f"| {b['mem_peak_mb'] / f['mem_peak_mb']:.2f} | {f['tokens_per_s']:.0f} | "
               f"{b['tokens_per_s']:.0f} |")
 
