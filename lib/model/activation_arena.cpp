@@ -5,6 +5,7 @@
 namespace trainctl::model {
 
 ActivationArena::~ActivationArena() {
+  for (const float* p : exact_) backend_->forget_matmul_exact(p);
   for (void* p : owned_) backend_->free(p);
 }
 
@@ -56,7 +57,15 @@ float* ActivationArena::keep(const std::string& key, int64_t floats, int slot) {
   }
   auto& slots = units_.back();
   if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
+  const bool first = shared_.count("kept." + key) == 0;
   float* working = shared("kept." + key, floats, MemoryUse::workspace);
+  // Every value a product reads there was rounded to the kept type by its producer (or
+  // unpacked from a store): when the products round to that same type, they may read it
+  // in place rather than round a copy (Backend::note_matmul_exact).
+  if (first && backend_ != nullptr && backend_->matmul_dtype() == kept_) {
+    backend_->note_matmul_exact(working, static_cast<size_t>(floats));
+    exact_.push_back(working);
+  }
   void* bits = take_bytes(floats * static_cast<int64_t>(dtype_size(kept_)), MemoryUse::activations);
   slots[static_cast<size_t>(slot)].push_back({working, bits, floats});
   return working;

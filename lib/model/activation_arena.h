@@ -86,6 +86,7 @@ class ActivationArena {
   ops::Backend* backend_;
   DType kept_;
   std::vector<void*> owned_;
+  std::vector<const float*> exact_;                      // working buffers noted matmul-exact
   std::vector<std::vector<std::vector<Stored>>> units_;  // [unit][slot]
   std::map<std::string, Shared> shared_;
   GptMemoryFloats floats_;
