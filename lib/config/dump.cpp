@@ -170,6 +170,16 @@ void write_runtime(std::ostream& y, const RuntimeSpec& r) {
     << "\n  comm_selftest: " << boolean(r.comm_selftest)
     << "\n  allreduce_algo: " << r.allreduce_algo << "\n";
   if (r.memory_limit_mb) y << "  memory_limit_mb: " << format_real(*r.memory_limit_mb) << "\n";
+  // Left out at its defaults (off), so a spec without fault tolerance dumps as before; any
+  // key given (min_replicas with enabled: false is accepted and ignored) is kept.
+  const FaultToleranceSpec& ft = r.fault_tolerance;
+  if (ft == FaultToleranceSpec{}) return;
+  y << "  fault_tolerance:\n    enabled: " << boolean(ft.enabled)
+    << "\n    min_replicas: " << ft.min_replicas
+    << "\n    heartbeat_timeout_s: " << format_real(ft.heartbeat_timeout_s)
+    << "\n    join_timeout_s: " << format_real(ft.join_timeout_s)
+    << "\n    max_replica_restarts: " << ft.max_replica_restarts << "\n";
+  if (!ft.replay.empty()) y << "    replay: " << quoted(ft.replay) << "\n";
 }
 
 }  // namespace

@@ -227,6 +227,28 @@ struct LoggingSpec {
   bool operator==(const LoggingSpec&) const = default;
 };
 
+// runtime.fault_tolerance: the DP dimension as replica groups that keep training when one
+// dies (docs/fault-tolerance.md; lib/launch/ft_quorum.h, lib/train/elastic_training.h).
+struct FaultToleranceSpec {
+  bool enabled = false;
+  // Fewer live replicas than this: the job stops and restarts from its checkpoint, as
+  // without fault tolerance (runtime.max_restarts).
+  int min_replicas = 1;
+  // A replica whose leader has not beaten for this long is taken as dead (a hung one; a
+  // dead process is known at once from its launcher).
+  double heartbeat_timeout_s = 10;
+  // How long a new membership waits for the replicas it expects before forming without them.
+  double join_timeout_s = 60;
+  // Restarts of each replica's processes by its launcher (the job's own restarts are
+  // runtime.max_restarts).
+  int max_replica_restarts = 10;
+  // A membership record (run_dir/membership.jsonl of a fault-tolerant run): train without
+  // failures, each step counting only the replicas recorded for it ("" off).
+  std::string replay;
+
+  bool operator==(const FaultToleranceSpec&) const = default;
+};
+
 struct RuntimeSpec {
   int max_restarts = 0;
   double comm_timeout_s = 300;
@@ -238,6 +260,7 @@ struct RuntimeSpec {
   // exceeds it is refused before launch. Unset: this node's memory divided by its workers
   // (device: cuda: the GPU's memory).
   std::optional<double> memory_limit_mb;
+  FaultToleranceSpec fault_tolerance;
 
   bool operator==(const RuntimeSpec&) const = default;
 };

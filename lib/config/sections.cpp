@@ -7,7 +7,9 @@
 
 #include "config/number_text.h"
 #include "config/presets.h"
+#include "config/variables.h"
 #include "config/yaml_reader.h"
+#include "util/error.h"
 
 namespace trainctl::config::detail {
 
@@ -21,7 +23,8 @@ constexpr double kMaxLearningRate = 10.0;
 constexpr double kMaxWeightDecay = 10.0;
 constexpr double kMaxEps = 1.0;
 constexpr double kMaxGradClip = 1e6;
-constexpr double kMaxCommTimeoutS = 7 * 24 * 3600.0;  // a week
+constexpr double kMaxCommTimeoutS = 7 * 24 * 3600.0;   // a week
+constexpr double kMaxFaultToleranceTimeoutS = 3600.0;  // an hour
 
 // The name becomes a directory (runs/<name>) and appears in file names and logs.
 void check_name(const MapReader& top, const std::string& name) {
@@ -360,7 +363,34 @@ void read_mlflow(const MapReader& top, const std::string& job_name, MlflowSpec& 
   r.read("run_name", mlflow.run_name);
 }
 
-void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
+// runtime.fault_tolerance (docs/job-spec.md, "runtime.fault_tolerance"). Its keys are read
+// whether or not it is enabled; what needs enabled is validate's (validate_fault_tolerance.cpp).
+// replay is a path: `~` and the one rule for relative paths (Locations::base_dir) apply here,
+// as load.cpp applies them to data.path, so that the spec holds it absolute.
+void read_fault_tolerance(const MapReader& runtime_reader, const Locations& locations,
+                          FaultToleranceSpec& ft) {
+  const MapReader r = runtime_reader.section("fault_tolerance");
+  r.read("enabled", ft.enabled);
+  r.read("min_replicas", ft.min_replicas, {1, kMaxWorkersPerAxis});
+  r.read("heartbeat_timeout_s", ft.heartbeat_timeout_s,
+         {0, true, kMaxFaultToleranceTimeoutS, false});
+  r.read("join_timeout_s", ft.join_timeout_s, {0, true, kMaxFaultToleranceTimeoutS, false});
+  r.read("max_replica_restarts", ft.max_replica_restarts, {0, 1000});
+  if (!r.has("replay")) return;
+  std::filesystem::path replay;
+  r.read("replay", replay);
+  const std::string key = r.path_of("replay");
+  std::filesystem::path expanded;
+  try {
+    expanded = expand_home(replay.string(), process_environment());
+  } catch (const InputError& e) {
+    r.fail_at("replay", e.what());
+  }
+  if (!expanded.is_absolute()) expanded = locations.base_dir(key) / expanded;
+  ft.replay = expanded.lexically_normal().string();
+}
+
+void read_runtime(const MapReader& top, const Locations& locations, RuntimeSpec& runtime) {
   const MapReader r = top.section("runtime");
   r.read("max_restarts", runtime.max_restarts, {0, 1000});
   r.read("comm_timeout_s", runtime.comm_timeout_s, {0, true, kMaxCommTimeoutS, false});
@@ -374,6 +404,7 @@ void read_runtime(const MapReader& top, RuntimeSpec& runtime) {
     r.read("memory_limit_mb", limit, {0, true});
     runtime.memory_limit_mb = limit;
   }
+  read_fault_tolerance(r, locations, runtime.fault_tolerance);
 }
 
 }  // namespace
@@ -397,7 +428,7 @@ JobSpec read_job_spec(const YAML::Node& root, Locations& locations) {
   read_checkpoint(top, spec.checkpoint);
   read_logging(top, spec.training, spec.logging);
   read_mlflow(top, spec.name, spec.logging.mlflow);
-  read_runtime(top, spec.runtime);
+  read_runtime(top, locations, spec.runtime);
   return spec;
 }
 

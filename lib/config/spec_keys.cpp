@@ -56,7 +56,11 @@ const Table& table() {
       {"logging", {"every_steps", "tensorboard", "profile_steps", "mlflow"}},
       {"logging.mlflow", {"tracking_uri", "experiment", "run_name"}},
       {"runtime",
-       {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo", "memory_limit_mb"}},
+       {"max_restarts", "comm_timeout_s", "comm_selftest", "allreduce_algo", "memory_limit_mb",
+        "fault_tolerance"}},
+      {"runtime.fault_tolerance",
+       {"enabled", "min_replicas", "heartbeat_timeout_s", "join_timeout_s", "max_replica_restarts",
+        "replay"}},
   };
   return sections;
 }

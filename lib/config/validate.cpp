@@ -575,6 +575,8 @@ void check_run_dir(const JobSpec& s, const Checker& c) {
 
 }  // namespace
 
+void check_fault_tolerance(const JobSpec& spec, const Locations& locations);  // its own file
+
 void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   const Checker c(locations);
   check_model(spec, c);
@@ -586,6 +588,7 @@ void validate_job_spec(const JobSpec& spec, const Locations& locations) {
   check_dp_sync(spec, c);
   check_powersgd(spec, c);
   check_parameter_server(spec, c);
+  check_fault_tolerance(spec, locations);
   check_batch(spec, c);
   check_schedule(spec, c);
   check_stage_split(spec, locations);
