@@ -146,4 +146,17 @@ int edp_group_index(const Layout& layout, int rank) {
   return (c.pp * layout.tp + c.tp) * ep + c.dp % ep;
 }
 
+Layout replica_layout(const Layout& layout) {
+  Layout r = layout;
+  r.dp = 1;
+  r.ep = 1;
+  return r;
+}
+
+int replica_rank(const Layout& layout, int rank) {
+  Coord c = coord_of(layout, rank);
+  c.dp = 0;
+  return rank_of(replica_layout(layout), c);
+}
+
 }  // namespace trainctl::comm

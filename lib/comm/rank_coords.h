@@ -41,6 +41,11 @@ std::vector<int> edp_group(const Layout& layout, int rank);
 int ep_group_index(const Layout& layout, int rank);
 int edp_group_index(const Layout& layout, int rank);  // (pp * tp + tp_rank) * ep + dp % ep
 
+// Fault tolerance (runtime.fault_tolerance): a replica is one DP coordinate's ranks, which
+// connect among themselves as a layout of dp 1; `rank`'s place in its replica's layout.
+Layout replica_layout(const Layout& layout);
+int replica_rank(const Layout& layout, int rank);
+
 // Which group of each kind contains `rank`: the groups of one kind are numbered from 0 in
 // the order of their lowest world rank. Names groups ("dp[1]") and their store prefixes.
 int dp_group_index(const Layout& layout, int rank);  // (pp * cp + cp_rank) * tp + tp_rank

@@ -9,6 +9,7 @@
 //                           during an attempt, and deciding how it ended
 //   launcher_nodes.cpp      what the nodes tell each other: abort reasons, heartbeats
 //   launcher_report.cpp     what the user reads about a failure or a stop
+//   launcher_replicas.cpp   fault tolerance: one replica's workers restarted alone
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -105,6 +106,9 @@ class Launcher {
 
   // launcher_spawn.cpp
   void start_workers(int attempt);
+  // This node's worker `local` (its local rank), `generation`: its replica's restarts
+  // (runtime.fault_tolerance; 0 otherwise).
+  WorkerProcess spawn_worker(int attempt, int local, int generation);
   void start_servers(int attempt, const std::string& exe, int port);
   WorkerEnv node_env(int attempt, int port) const;
   WorkerCommand command_for(const WorkerEnv& env, const std::string& exe,
@@ -121,6 +125,12 @@ class Launcher {
   AttemptResult on_nodes_lost(int attempt, const std::string& lost);
   AttemptResult failure_of(const std::vector<const WorkerProcess*>& exited);
   bool wait_for_other_nodes(int attempt, AttemptResult& result);
+
+  // launcher_replicas.cpp (runtime.fault_tolerance): restarts the replicas of `failed`
+  // alone, the other workers untouched; false when a failure must end the attempt
+  // instead (bad input, the quorum lost, a replica out of max_replica_restarts, a failed
+  // connection).
+  bool restart_failed_replicas(int attempt, const std::vector<const WorkerProcess*>& failed);
 
   // launcher_nodes.cpp
   void publish_abort(int attempt, const std::string& reason);
@@ -163,7 +173,8 @@ class Launcher {
   // config.resolved.yaml as it was before this job (nullopt: there was none), put back when
   // the workers refuse the job as bad input: a refused job leaves the run as it found it.
   std::optional<std::string> previous_config_;
-  bool killed_early_ = false;  // a second stop signal killed the workers mid-stop
+  bool killed_early_ = false;          // a second stop signal killed the workers mid-stop
+  std::vector<int> replica_restarts_;  // runtime.fault_tolerance: per replica, this attempt
 };
 
 // launcher_report.cpp: what a stopped run leaves to resume from, for the user.

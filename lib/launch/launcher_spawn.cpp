@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "comm/rank_coords.h"
 #include "launch/launcher_parts.h"
 
 namespace trainctl::launch::detail {
@@ -56,15 +57,9 @@ void Launcher::start_workers(int attempt) {
   const int port = server_ ? server_->port() : opt_.cluster.master_port;
   workers_.clear();
   workers_.reserve(static_cast<size_t>(per_node_ + spec_.parallel.ps_servers));
-  for (int local = 0; local < per_node_; ++local) {
-    WorkerEnv env = node_env(attempt, port);
-    env.rank = node_ * per_node_ + local;
-    env.local_rank = local;
-    env.console_fd = env.rank == 0 ? kConsoleFd : -1;
-    WorkerCommand cmd = command_for(env, exe, "rank" + std::to_string(env.rank) + ".log");
-    cmd.console = env.rank == 0;
-    workers_.emplace_back(env.rank, cmd, signals_.original_mask());
-  }
+  for (int local = 0; local < per_node_; ++local)
+    workers_.push_back(spawn_worker(attempt, local, 0));
+  replica_restarts_.assign(static_cast<size_t>(spec_.parallel.dp), 0);
   spdlog::info("started {} worker(s) for ranks {}..{} (attempt {}); logs in {}", per_node_,
                node_ * per_node_, node_ * per_node_ + per_node_ - 1, attempt,
                (spec_.run_dir / "logs").string());
@@ -73,6 +68,23 @@ void Launcher::start_workers(int attempt) {
   if (spec_.parallel.mode == "parameter_server" && node_ == 0 && opt_.mode == WorkerMode::train) {
     start_servers(attempt, exe, port);
   }
+}
+
+WorkerProcess Launcher::spawn_worker(int attempt, int local, int generation) {
+  const std::string exe = opt_.worker_exe.empty() ? self_exe() : opt_.worker_exe;
+  const int port = server_ ? server_->port() : opt_.cluster.master_port;
+  WorkerEnv env = node_env(attempt, port);
+  env.rank = node_ * per_node_ + local;
+  env.local_rank = local;
+  // Fault tolerance: every replica's leader may become the one that reports.
+  const bool console =
+      env.rank == 0 || (spec_.runtime.fault_tolerance.enabled && opt_.mode == WorkerMode::train &&
+                        comm::replica_rank(spec_.parallel, env.rank) == 0);
+  env.console_fd = console ? kConsoleFd : -1;
+  env.ft_generation = generation;
+  WorkerCommand cmd = command_for(env, exe, "rank" + std::to_string(env.rank) + ".log");
+  cmd.console = console;
+  return WorkerProcess(env.rank, cmd, signals_.original_mask());
 }
 
 // parallel.mode: parameter_server: the servers run on node 0 beside its workers, as

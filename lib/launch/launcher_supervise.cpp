@@ -32,7 +32,9 @@ AttemptResult Launcher::supervise(int attempt) {
         failed.push_back(&w);
       }
     }
-    if (!failed.empty()) return on_workers_failed(attempt, failed);
+    if (!failed.empty() && !restart_failed_replicas(attempt, failed)) {
+      return on_workers_failed(attempt, failed);
+    }
     if (all_done) return {};
     if (auto stopped = on_stop_signal(attempt)) return *stopped;
     if (nnodes_ > 1 && Clock::now() >= next_abort_poll) {

@@ -113,6 +113,8 @@ WorkerEnv read_worker_env() {
   e.restart = require_int("TRAINCTL_RESTART");
   e.console_fd = std::getenv("TRAINCTL_CONSOLE_FD") ? require_int("TRAINCTL_CONSOLE_FD") : -1;
   e.ps_server = std::getenv("TRAINCTL_PS_SERVER") ? require_int("TRAINCTL_PS_SERVER") : -1;
+  e.ft_generation =
+      std::getenv("TRAINCTL_FT_GENERATION") ? require_int("TRAINCTL_FT_GENERATION") : 0;
   if (e.ps_server >= 0) {
     if (e.rank != e.world_size + e.ps_server) {
       throw InputError("TRAINCTL_RANK=" + std::to_string(e.rank) + " of parameter server " +
@@ -151,12 +153,16 @@ std::vector<std::pair<std::string, std::string>> worker_env_vars(const WorkerEnv
   };
   if (e.console_fd >= 0) vars.emplace_back("TRAINCTL_CONSOLE_FD", std::to_string(e.console_fd));
   if (e.ps_server >= 0) vars.emplace_back("TRAINCTL_PS_SERVER", std::to_string(e.ps_server));
+  if (e.ft_generation > 0) {
+    vars.emplace_back("TRAINCTL_FT_GENERATION", std::to_string(e.ft_generation));
+  }
   return vars;
 }
 
 void export_worker_env(const WorkerEnv& env) {
   ::unsetenv("TRAINCTL_CONSOLE_FD");
   ::unsetenv("TRAINCTL_PS_SERVER");
+  ::unsetenv("TRAINCTL_FT_GENERATION");
   for (const auto& [name, value] : worker_env_vars(env)) ::setenv(name.c_str(), value.c_str(), 1);
 }
 

@@ -14,9 +14,12 @@
 //   TRAINCTL_PS_SERVER    only on parameter-server processes (parallel.mode:
 //                         parameter_server): the server's index s; its TRAINCTL_RANK is then
 //                         TRAINCTL_WORLD_SIZE + s (servers are not ranks of the workers' groups)
-//   TRAINCTL_CONSOLE_FD   only on global rank 0: a file descriptor that is the launcher's
-//                         stdout, for the live progress line (workers' own stdout and
-//                         stderr go to run_dir/logs/rank<R>.log)
+//   TRAINCTL_FT_GENERATION  runtime.fault_tolerance: how many times the launcher restarted
+//                         this worker's replica (absent: 0, its first start)
+//   TRAINCTL_CONSOLE_FD   only on global rank 0 (runtime.fault_tolerance: on each replica's
+//                         first rank, the one of the primary replica reporting): a file descriptor
+//                         that is the launcher's stdout, for the live progress line (workers' own
+//                         stdout and stderr go to run_dir/logs/rank<R>.log)
 //
 // and, optional, per mode (LaunchOptions::worker_env; unset: the defaults below):
 //
@@ -54,8 +57,9 @@ struct WorkerEnv {
   std::filesystem::path config;
   WorkerMode mode = WorkerMode::train;
   int restart = 0;
-  int console_fd = -1;  // -1: absent (every rank but 0)
-  int ps_server = -1;   // >= 0: this process is parameter server ps_server, not a worker
+  int console_fd = -1;    // -1: absent (every rank but 0)
+  int ps_server = -1;     // >= 0: this process is parameter server ps_server, not a worker
+  int ft_generation = 0;  // runtime.fault_tolerance: restarts of this worker's replica
 
   std::string resume;  // "": auto
   long long selftest_repeat = 1;

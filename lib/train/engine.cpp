@@ -110,13 +110,20 @@ Engine::Gradients Engine::compute_gradients(int64_t step, const data::StepBatch&
   return g;
 }
 
+float Engine::step_dloss(double loss_scale) const {
+  return static_cast<float>(grad_scale * loss_scale) * data_parallel.local_grad_factor();
+}
+
 StepOutcome Engine::train_step(int64_t step, const data::StepBatch& batch,
                                const StepRequests& asked) {
-  StepOutcome out;
   const double loss_scale = loss_scaler ? loss_scaler->scale() : 1.0;
-  const float dloss =
-      static_cast<float>(grad_scale * loss_scale) * data_parallel.local_grad_factor();
-  const Gradients g = compute_gradients(step, batch, dloss);
+  const Gradients g = compute_gradients(step, batch, step_dloss(loss_scale));
+  return finish_step(step, g, asked, loss_scale);
+}
+
+StepOutcome Engine::finish_step(int64_t step, const Gradients& g, const StepRequests& asked,
+                                double loss_scale) {
+  StepOutcome out;
   double loss_sum = g.loss_sum;
   int64_t loss_count = g.loss_count;
   out.pipeline_idle_s = g.pipeline_idle_s;

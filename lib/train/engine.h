@@ -66,6 +66,14 @@ struct Engine {
     double pipeline_idle_s = 0.0;
   };
   Gradients compute_gradients(int64_t step, const data::StepBatch& batch, float dloss);
+  // The second half of train_step, after the gradients are reduced: the loss and the
+  // ranks' requests agreed over the world, the norm, clipping and the update. The
+  // fault-tolerant loop (train/elastic_training.h) calls it after its own exchange.
+  StepOutcome finish_step(int64_t step, const Gradients& g, const StepRequests& asked,
+                          double loss_scale);
+  // The loss gradient of each token this step: 1 / tokens per step, times the fp16 loss
+  // scale and the DP mode's factor.
+  float step_dloss(double loss_scale) const;
   // Mean validation loss over eval_batches batches, split round-robin over DP replicas
   // (collective over the world). `alone`: every batch on this rank, no communication (a
   // parameter-server worker, which holds the whole model; not with pp/tp > 1 or ZeRO-3).

@@ -109,43 +109,45 @@ bool MetricsReporter::should_log(int64_t step, bool last, bool skipped) const {
   return (log_every_ > 0 && step % log_every_ == 0) || step == 1 || last || skipped;
 }
 
+nlohmann::ordered_json metrics_json(const StepMetrics& m) {
+  nlohmann::ordered_json j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["lr"] = m.lr;
+  j["grad_norm"] = m.grad_norm;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["step_ms"] = m.step_ms;
+  if (m.val_loss) j["val_loss"] = *m.val_loss;
+  for (const auto& [name, loss] : m.source_val_losses) j["val_loss/" + name] = loss;
+  if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
+  if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
+  if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;
+  j["comm_bytes"] = m.comm_bytes;
+  j["comm_bytes_window"] = m.comm_bytes_window;
+  if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
+  if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
+  if (m.cp_ring_ms) j["cp_ring_ms"] = *m.cp_ring_ms;
+  if (m.cp_ring_exposed_ms) j["cp_ring_exposed_ms"] = *m.cp_ring_exposed_ms;
+  j["optimizer_state_mb"] = m.optimizer_state_mb;
+  if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
+  if (m.skipped) j["skipped"] = true;
+  j["mem_peak_mb"] = m.mem_peak_mb;
+  if (m.mem_peak_mb_max) j["mem_peak_mb_max"] = *m.mem_peak_mb_max;
+  if (!m.mem_peak_mb_ranks.empty()) j["mem_peak_mb_ranks"] = m.mem_peak_mb_ranks;
+  if (m.mem_rss_peak_mb) j["mem_rss_peak_mb"] = *m.mem_rss_peak_mb;
+  if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
+  j["elapsed_s"] = m.elapsed_s;
+  if (m.ps_version) j["ps_version"] = *m.ps_version;
+  if (m.ps_gradients) j["ps_gradients"] = *m.ps_gradients;
+  if (!m.ps_staleness.empty()) j["ps_staleness"] = m.ps_staleness;
+  if (m.ps_staleness_max) j["ps_staleness_max"] = *m.ps_staleness_max;
+  if (m.replicas) j["replicas"] = *m.replicas;
+  add_moe_metrics(m, j);
+  return j;
+}
+
 void MetricsReporter::log(const StepMetrics& m) {
-  if (file_.is_open()) {
-    nlohmann::ordered_json j;
-    j["step"] = m.step;
-    j["loss"] = m.loss;
-    j["lr"] = m.lr;
-    j["grad_norm"] = m.grad_norm;
-    j["tokens_per_s"] = m.tokens_per_s;
-    j["step_ms"] = m.step_ms;
-    if (m.val_loss) j["val_loss"] = *m.val_loss;
-    for (const auto& [name, loss] : m.source_val_losses) j["val_loss/" + name] = loss;
-    if (m.comm_ms) j["comm_ms"] = *m.comm_ms;
-    if (m.exposed_comm_ms) j["exposed_comm_ms"] = *m.exposed_comm_ms;
-    if (m.dp_wait_max_ms) j["dp_wait_max_ms"] = *m.dp_wait_max_ms;
-    j["comm_bytes"] = m.comm_bytes;
-    j["comm_bytes_window"] = m.comm_bytes_window;
-    if (!m.pipeline_idle_ms.empty()) j["pipeline_idle_ms"] = m.pipeline_idle_ms;
-    if (m.pipeline_bubble) j["pipeline_bubble"] = *m.pipeline_bubble;
-    if (m.cp_ring_ms) j["cp_ring_ms"] = *m.cp_ring_ms;
-    if (m.cp_ring_exposed_ms) j["cp_ring_exposed_ms"] = *m.cp_ring_exposed_ms;
-    j["optimizer_state_mb"] = m.optimizer_state_mb;
-    if (m.loss_scale) j["loss_scale"] = *m.loss_scale;
-    if (m.skipped) j["skipped"] = true;
-    j["mem_peak_mb"] = m.mem_peak_mb;
-    if (m.mem_peak_mb_max) j["mem_peak_mb_max"] = *m.mem_peak_mb_max;
-    if (!m.mem_peak_mb_ranks.empty()) j["mem_peak_mb_ranks"] = m.mem_peak_mb_ranks;
-    if (m.mem_rss_peak_mb) j["mem_rss_peak_mb"] = *m.mem_rss_peak_mb;
-    if (m.device_mem_peak_mb) j["device_mem_peak_mb"] = *m.device_mem_peak_mb;
-    j["elapsed_s"] = m.elapsed_s;
-    if (m.ps_version) j["ps_version"] = *m.ps_version;
-    if (m.ps_gradients) j["ps_gradients"] = *m.ps_gradients;
-    if (!m.ps_staleness.empty()) j["ps_staleness"] = m.ps_staleness;
-    if (m.ps_staleness_max) j["ps_staleness_max"] = *m.ps_staleness_max;
-    add_moe_metrics(m, j);
-    file_.append(j.dump());
-    for (const auto& sink : sinks_) sink(j);
-  }
+  if (file_.is_open()) append(metrics_json(m));
   write_console((open_line_ ? "\r\033[K" : "") + format(m) + "\n");
   open_line_ = false;
 }
@@ -154,6 +156,12 @@ void MetricsReporter::progress(const StepMetrics& m) {
   if (!tty_) return;  // in a log file, only the logged steps appear
   write_console("\r\033[K" + format(m));
   open_line_ = true;
+}
+
+void MetricsReporter::append(const nlohmann::ordered_json& line) {
+  if (!file_.is_open()) return;
+  file_.append(line.dump());
+  for (const auto& sink : sinks_) sink(line);
 }
 
 void MetricsReporter::add_sink(std::function<void(const nlohmann::ordered_json&)> sink) {

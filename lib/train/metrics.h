@@ -82,6 +82,9 @@ struct StepMetrics {
   std::optional<int64_t> ps_gradients;
   std::vector<int64_t> ps_staleness;
   std::optional<int64_t> ps_staleness_max;
+  // runtime.fault_tolerance: the live replicas whose micro-batches this step trained on
+  // (docs/fault-tolerance.md); absent without fault tolerance.
+  std::optional<int> replicas;
   // Mixture-of-experts models (train/moe_balance.h), logged steps only, means over the
   // window: the auxiliary balancing loss added to the objective (balance: aux_loss), each
   // layer's load imbalance (max routed tokens per expert / the mean; index = layer, nullopt
@@ -114,6 +117,9 @@ class StepTimer {
   StepWindow window_;
 };
 
+// A step's line of metrics.jsonl.
+nlohmann::ordered_json metrics_json(const StepMetrics& m);
+
 class MetricsReporter {
  public:
   // console_fd < 0: no console output. metrics_path empty: no file. log_every_steps:
@@ -127,7 +133,10 @@ class MetricsReporter {
   // (`last`: the end of training or a stop) and a skipped one (`skipped`: fp16 overflow).
   // The same on every rank, which gather the logged steps' statistics together.
   bool should_log(int64_t step, bool last, bool skipped) const;
-  void log(const StepMetrics& m);         // a line in metrics.jsonl + a console line
+  void log(const StepMetrics& m);  // a line in metrics.jsonl + a console line
+  // A line made earlier (metrics_json), to metrics.jsonl and the sinks only: the
+  // fault-tolerant loop's new primary writes the lines a dead one could not.
+  void append(const nlohmann::ordered_json& line);
   void progress(const StepMetrics& m);    // console only; overwritten in place on a TTY
   void message(const std::string& line);  // a console line (ends any progress line)
   // The run continues after `step` completed steps (0: from scratch): drops the lines of

@@ -96,6 +96,16 @@ struct ObservabilityOptions {
   std::optional<observe::MlflowSettings> mlflow;  // logging.mlflow
 };
 
+// runtime.fault_tolerance (train/elastic_training.h): replica groups that keep training
+// through a failure.
+struct FaultToleranceOptions {
+  bool enabled = false;
+  int min_replicas = 1;
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::chrono::milliseconds join_timeout{60000};
+  std::filesystem::path replay;  // a membership.jsonl to replay ("" off)
+};
+
 struct RunOptions {
   std::string name;
   uint64_t seed = 0;
@@ -110,6 +120,7 @@ struct RunOptions {
   ObservabilityOptions observability;
   // runtime.comm_timeout_s: the parameter-server client's connect and reply deadlines.
   std::chrono::milliseconds comm_timeout{0};
+  FaultToleranceOptions fault_tolerance;
 };
 
 }  // namespace trainctl::train

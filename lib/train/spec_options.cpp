@@ -1,5 +1,7 @@
 #include "train/spec_options.h"
 
+#include <cmath>
+
 #include "config/load.h"
 #include "parallel/grad_comm.h"
 
@@ -89,6 +91,10 @@ RunOptions run_options(const config::JobSpec& spec) {
   o.checkpoint = {c.every_steps, c.every_minutes, c.keep_last, c.async, c.export_hf};
   o.observability = observability_options(spec);
   o.comm_timeout = comm_timeout(spec);
+  const config::FaultToleranceSpec& ft = spec.runtime.fault_tolerance;
+  o.fault_tolerance = {ft.enabled, ft.min_replicas,
+                       std::chrono::milliseconds(std::lround(ft.heartbeat_timeout_s * 1000)),
+                       std::chrono::milliseconds(std::lround(ft.join_timeout_s * 1000)), ft.replay};
   return o;
 }
 

@@ -16,6 +16,7 @@
 #include "train/blend_progress.h"
 #include "train/cadence.h"
 #include "train/checkpointing.h"
+#include "train/elastic_training.h"
 #include "train/engine.h"
 #include "train/export_model.h"
 #include "train/metrics.h"
@@ -95,6 +96,7 @@ TrainResult run_training(const config::JobSpec& spec, comm::ProcessGroups& group
   // Options, once: below this line nothing reads the spec.
   const RunOptions options = run_options(spec);
   if (options.parallel.parameter_server) return run_ps_training(options, groups, ctx);
+  if (options.fault_tolerance.enabled) return run_elastic_training(options, groups, ctx);
   // The backend, then the engine: this rank's model shard on it, the data, DP, the pipeline.
   std::unique_ptr<ops::Backend> backend =
       device::make_backend(options.device, options.backend, ctx.local_rank);

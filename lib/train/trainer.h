@@ -2,6 +2,7 @@
 // The training engine of one worker: model shard, data, optimizer, metrics, export.
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,8 @@
 #include "config/job_spec.h"
 
 namespace trainctl::train {
+
+struct ElasticContext;  // train/elastic_training.h
 
 struct TrainContext {
   std::filesystem::path run_dir;
@@ -33,6 +36,9 @@ struct TrainContext {
   // parallel.mode: parameter_server: the job token, which the servers ask the workers to
   // prove they hold (ps/ps_auth.h).
   std::string job_token;
+  // runtime.fault_tolerance: this worker's replica and the store the replicas agree
+  // through (train/elastic_training.h); null otherwise.
+  std::shared_ptr<const ElasticContext> elastic;
 };
 
 struct TrainResult {

@@ -8,5 +8,8 @@ enum ExitCode : int {
   kExitWorkerFailed = 3,  // a worker exited non-zero or died from a signal
   kExitPreempted = 4,     // stopped by SIGTERM/SIGINT/SIGUSR1 (checkpoint saved if enabled)
   kExitRendezvous = 5,    // workers could not connect (store unreachable, bad token, timeout)
+  // Between a worker and its launcher only (runtime.fault_tolerance): fewer replicas than
+  // min_replicas are live, so the job restarts from its checkpoint (or exits 3).
+  kExitQuorumLost = 6,
 };
 }  // namespace trainctl

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "comm/gloo/gloo_groups.h"
+#include "comm/rank_coords.h"
 #include "comm/watched_communicator.h"
 #include "device/nccl_groups.h"
 #include "launch/prefixed_store.h"
@@ -55,9 +56,25 @@ std::optional<comm::StallHook> stall_hook(const launch::WorkerEnv& env) {
 comm::ProcessGroups connect_groups(const config::JobSpec& spec, const launch::WorkerEnv& env) {
   auto client = std::make_shared<launch::TcpStoreClient>(env.store_addr, env.store_port, env.token,
                                                          train::store_options(spec));
+  const comm::GlooOptions gloo = train::gloo_options(spec);
+  if (spec.runtime.fault_tolerance.enabled) {
+    // Fault tolerance: the groups of this worker's replica only, under a prefix of its own
+    // per restart of the replica, so a replica restarts without the others
+    // (train/elastic_training.h); the replicas meet in per-epoch gradient groups.
+    const int replica = comm::coord_of(spec.parallel, env.rank).dp;
+    auto store = std::make_shared<launch::PrefixedStore>(
+        client, launch::attempt_prefix(env.restart) + "ft/replica/" + std::to_string(replica) +
+                    "/" + std::to_string(env.ft_generation) + "/workers/");
+    comm::ProcessGroups groups =
+        comm::make_gloo_groups(store, comm::replica_layout(spec.parallel),
+                               comm::replica_rank(spec.parallel, env.rank), gloo, env.node_addr);
+    spdlog::info("connected: replica {} (restart {}) of {}: {}", replica, env.ft_generation,
+                 spec.parallel.dp, describe_groups(groups));
+    comm::watch_process_groups(groups, stall_hook(env));
+    return groups;
+  }
   auto store = std::make_shared<launch::PrefixedStore>(
       client, launch::attempt_prefix(env.restart) + "workers/");
-  const comm::GlooOptions gloo = train::gloo_options(spec);
   // GPUs: NCCL groups, one GPU per worker (its local rank among the visible devices).
   comm::ProcessGroups groups =
       spec.device == Device::cuda

@@ -7,10 +7,13 @@
 #include <vector>
 
 #include "comm/bench_comm.h"
+#include "comm/rank_coords.h"
 #include "comm/self_test.h"
 #include "launch/console.h"
+#include "launch/prefixed_store.h"
 #include "launch/tcp_store_client.h"
 #include "launch/worker_signals.h"
+#include "train/elastic_training.h"
 #include "train/evaluate_checkpoint.h"
 #include "train/spec_options.h"
 #include "train/trainer.h"
@@ -60,6 +63,21 @@ int run_train_mode(const config::JobSpec& spec, comm::ProcessGroups& groups,
   if (spec.parallel.mode == "parameter_server") {
     ctx.ps_server_addresses = [&spec, &env] { return ps_server_addresses(spec, env); };
     ctx.job_token = env.token;
+  }
+  if (spec.runtime.fault_tolerance.enabled) {
+    auto elastic = std::make_shared<train::ElasticContext>();
+    elastic->replica = comm::coord_of(spec.parallel, env.rank).dp;
+    elastic->generation = env.ft_generation;
+    elastic->attempt = env.restart;
+    elastic->store = std::make_shared<launch::TcpStoreClient>(
+        env.store_addr, env.store_port, env.token, train::store_options(spec));
+    elastic->store_prefix = launch::attempt_prefix(env.restart);
+    elastic->store_addr = env.store_addr;
+    elastic->store_port = env.store_port;
+    elastic->token = env.token;
+    elastic->node_addr = env.node_addr;
+    elastic->gloo = train::gloo_options(spec);
+    ctx.elastic = std::move(elastic);
   }
   const train::TrainResult result = train::run_training(spec, groups, ctx);
   return result.stopped ? kExitPreempted : kExitOk;

@@ -9,6 +9,7 @@
 #include "comm/communicator.h"
 #include "config/load.h"
 #include "launch/console.h"
+#include "launch/ft_quorum.h"
 #include "launch/watchdog.h"
 #include "launch/worker_signals.h"
 #include "util/error.h"
@@ -26,7 +27,11 @@ int run_mode(const launch::WorkerEnv& env) {
   comm::ProcessGroups groups = connect_groups(spec, env);
   // The benchmark times the transport alone and may legitimately run long messages.
   std::unique_ptr<launch::Watchdog> watchdog;
-  if (env.mode != launch::WorkerMode::bench_comm) watchdog = start_watchdog(spec, env, groups);
+  // Fault tolerance: a replica's hang ends by Gloo's timeout (runtime.comm_timeout_s) and
+  // its peers' heartbeat timeout; the watchdog's report spans the whole world's ranks.
+  if (env.mode != launch::WorkerMode::bench_comm && !spec.runtime.fault_tolerance.enabled) {
+    watchdog = start_watchdog(spec, env, groups);
+  }
 
   try {
     switch (env.mode) {
@@ -78,6 +83,9 @@ int run_worker(const launch::WorkerEnv& env) {
     int code = run_mode(env);
     if (code == kExitOk) spdlog::info("worker finished");
     return code;
+  } catch (const launch::QuorumLost& e) {
+    spdlog::error("fault tolerance: {}: stopping for a restart from the checkpoint", e.what());
+    return kExitQuorumLost;
   } catch (const RendezvousError& e) {
     spdlog::error("worker failed to connect: {}", e.what());
     return kExitRendezvous;

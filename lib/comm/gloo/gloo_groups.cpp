@@ -152,7 +152,41 @@ std::unique_ptr<Communicator> connect_group(gloo::rendezvous::Store& store,
                                             std::move(hierarchical));
 }
 
+std::shared_ptr<gloo::transport::Device> open_device(const std::string& hostname) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = hostname;
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw RendezvousError("cannot open a Gloo TCP device on '" + hostname + "': " + e.what());
+  }
+}
+
 }  // namespace
+
+std::unique_ptr<Communicator> connect_gloo_group(gloo::rendezvous::Store& store,
+                                                 const std::string& prefix, const std::string& name,
+                                                 int rank, int size, GlooOptions options,
+                                                 const std::string& hostname) {
+  std::shared_ptr<gloo::transport::Device> device = open_device(hostname);
+  options.shared_memory = false;
+  if (options.allreduce_algo == AllreduceAlgo::shm ||
+      options.allreduce_algo == AllreduceAlgo::hierarchical) {
+    options.allreduce_algo = AllreduceAlgo::automatic;
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  if (size > 1) {
+    try {
+      gloo::rendezvous::PrefixStore group_store(prefix, store);
+      context->connectFullMesh(group_store, device);
+    } catch (const std::exception& e) {
+      throw RendezvousError("connecting group " + name + " (rank " + std::to_string(rank) + " of " +
+                            std::to_string(size) + ") failed: " + e.what());
+    }
+  }
+  return std::make_unique<GlooCommunicator>(std::move(context), name, options);
+}
 
 ProcessGroups make_gloo_groups(std::shared_ptr<gloo::rendezvous::Store> store, const Layout& layout,
                                int rank, const GlooOptions& options, const std::string& hostname) {
@@ -162,14 +196,7 @@ ProcessGroups make_gloo_groups(std::shared_ptr<gloo::rendezvous::Store> store, c
   groups.rank = rank;
   groups.coord = coord_of(layout, rank);  // validates layout and rank
 
-  std::shared_ptr<gloo::transport::Device> device;
-  try {
-    gloo::transport::tcp::attr attr;
-    attr.hostname = hostname;
-    device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    throw RendezvousError("cannot open a Gloo TCP device on '" + hostname + "': " + e.what());
-  }
+  std::shared_ptr<gloo::transport::Device> device = open_device(hostname);
 
   std::vector<int> everyone(static_cast<size_t>(layout.world_size()));
   for (int r = 0; r < layout.world_size(); ++r) everyone[static_cast<size_t>(r)] = r;

@@ -26,4 +26,14 @@ ProcessGroups make_gloo_groups(std::shared_ptr<gloo::rendezvous::Store> store, c
                                int rank, const GlooOptions& options,
                                const std::string& hostname = "127.0.0.1");
 
+// One group outside the layout's: rank `rank` of `size`, rendezvousing under `prefix` of
+// `store`, over TCP on a device of its own (listening on `hostname`) and never shared
+// memory, so a peer that dies fails the group's calls at once instead of after a timeout.
+// Fault tolerance's per-epoch gradient groups (train/elastic_training.h). Throws
+// RendezvousError when the group cannot connect within options.timeout.
+std::unique_ptr<Communicator> connect_gloo_group(gloo::rendezvous::Store& store,
+                                                 const std::string& prefix, const std::string& name,
+                                                 int rank, int size, GlooOptions options,
+                                                 const std::string& hostname = "127.0.0.1");
+
 }  // namespace trainctl::comm
