@@ -378,10 +378,14 @@ TrainResult ReplicaRun::run() {
     } catch (const comm::CommError& ex) {
       spdlog::warn("fault tolerance: step {}: {}", step + 1, ex.what());
       ok = false;
+      // Closed at once: a peer still waiting on this rank inside the collective fails now
+      // instead of at Gloo's timeout (and would not join the next epoch meanwhile).
+      group_.reset();
     }
     const launch::ReplicaQuorum::Vote v = vote(step, all_ranks(ok));
     if (!v.commit) {
       spdlog::warn("fault tolerance: step {} voted down; forming a new membership", step + 1);
+      group_.reset();
       join = true;
       continue;
     }
