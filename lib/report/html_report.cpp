@@ -97,7 +97,8 @@ class Page {
     h += "trainctl report: " + xml_escape(names) + "</title><style>" + kStyle +
          "</style></head><body>\n<h1>trainctl report: " + xml_escape(names) + "</h1>\n";
     h += summary_table();
-    h += "<h2>Loss</h2><div class=\"grid-2\">" + loss_plot() + "</div>\n";
+    h += "<h2>Loss</h2><div class=\"grid-2\">" + loss_plot() + replicas_plot() + "</div>\n";
+    h += membership_changes();
     h += "<h2>Throughput</h2><div class=\"grid-2\">" + throughput_plots() + "</div>\n";
     h += breakdown();
     h += memory_and_scale();
@@ -138,6 +139,39 @@ class Page {
            (tps.empty() ? "–" : short_number(tps[tps.size() / 2])) + "</td></tr>";
     }
     return t + "</table>\n";
+  }
+
+  // runtime.fault_tolerance: the live replicas each step trained with.
+  std::string replicas_plot() const {
+    if (!any_run_has(runs_, "replicas")) return "";
+    std::vector<Series> s;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      s.push_back(key_series(i, "replicas", run_label(i, "live replicas"), false, i));
+    }
+    return plot(s, "Live replicas (fault tolerance)", "replicas");
+  }
+  // Each step whose live replicas differ from the previous logged step's.
+  std::string membership_changes() const {
+    std::string rows;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      const MetricsTable& m = runs_[i].metrics;
+      if (!m.has("replicas")) continue;
+      double before = kNaN;
+      for (size_t row = 0; row < m.size(); ++row) {
+        const double v = m.value("replicas", row);
+        if (!std::isfinite(v)) continue;
+        if (std::isfinite(before) && v != before) {
+          rows += "<tr><td>" + xml_escape(runs_[i].name) + "</td><td>" +
+                  std::to_string(m.steps[row]) + "</td><td>" + fmt("%.0f", before) + " → " +
+                  fmt("%.0f", v) + "</td></tr>";
+        }
+        before = v;
+      }
+    }
+    if (rows.empty()) return "";
+    return "<h2>Membership changes</h2><table class=\"membership\"><tr><th>run</th><th>step</th>"
+           "<th>live replicas</th></tr>" +
+           rows + "</table>\n";
   }
 
   std::string loss_plot() const {

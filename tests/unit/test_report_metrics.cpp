@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "report/downsample.h"
+#include "report/html_report.h"
 #include "report/run_data.h"
 #include "test_scratch.h"
 
@@ -70,4 +71,27 @@ TEST_CASE("a long curve is thinned to 4 points per bucket, keeping its extremes"
   trainctl::report::downsample_for_plot(small, 1000);
   CHECK(small.x == before.x);
   CHECK(small.y == before.y);
+}
+
+TEST_CASE("a fault-tolerant run's report draws the live replicas and lists each change",
+          "[report]") {
+  const trainctl::test::ScratchDir scratch("report_replicas");
+  const fs::path& dir = scratch.path;
+  std::ofstream(dir / "metrics.jsonl") << "{\"step\":1,\"loss\":4.0,\"replicas\":3}\n"
+                                          "{\"step\":2,\"loss\":3.0,\"replicas\":2}\n"
+                                          "{\"step\":3,\"loss\":2.0,\"replicas\":2}\n"
+                                          "{\"step\":4,\"loss\":1.5,\"replicas\":3}\n";
+  std::vector<trainctl::report::RunData> runs{trainctl::report::load_run(dir)};
+  const std::string html = trainctl::report::render_report(std::move(runs), {});
+  CHECK(html.find("Live replicas (fault tolerance)") != std::string::npos);
+  CHECK(html.find("<h2>Membership changes</h2>") != std::string::npos);
+  CHECK(html.find("<td>2</td><td>3 → 2</td>") != std::string::npos);
+  CHECK(html.find("<td>4</td><td>2 → 3</td>") != std::string::npos);
+  CHECK(html.find("<td>3</td><td>2 → 2</td>") == std::string::npos);
+
+  std::ofstream(dir / "metrics.jsonl", std::ios::trunc) << "{\"step\":1,\"loss\":4.0}\n";
+  std::vector<trainctl::report::RunData> plain{trainctl::report::load_run(dir)};
+  const std::string without = trainctl::report::render_report(std::move(plain), {});
+  CHECK(without.find("Membership changes") == std::string::npos);
+  CHECK(without.find("Live replicas") == std::string::npos);
 }
