@@ -11,7 +11,6 @@
 
 #include "launch/launcher_parts.h"
 #include "launch/rank_map.h"
-#include "util/error.h"
 #include "util/exit_codes.h"
 
 namespace trainctl::launch {
@@ -42,14 +41,6 @@ Launcher::~Launcher() {
 }
 
 int Launcher::run() {
-  if (spec_.runtime.fault_tolerance.enabled && nnodes_ > 1) {
-    // Until a node's launcher can leave and rejoin without ending the attempt.
-    throw InputError(
-        "runtime.fault_tolerance: jobs on several nodes are not supported yet (this one has " +
-        std::to_string(nnodes_) +
-        " nodes); run on one node, or turn runtime.fault_tolerance.enabled off to use "
-        "runtime.max_restarts");
-  }
   prepare_run_dir();
   choose_node_addr();
   spdlog::info(

@@ -131,6 +131,13 @@ class Launcher {
   // instead (bad input, the quorum lost, a replica out of max_replica_restarts, a failed
   // connection).
   bool restart_failed_replicas(int attempt, const std::vector<const WorkerProcess*>& failed);
+  // The generation this node's workers of `replica` start as: 0 for a new job; one past
+  // the deaths counted so far when this launcher rejoins a running fault-tolerant attempt
+  // (it was killed and started again), counting its old processes' death.
+  int starting_generation(int attempt, int replica);
+  bool fault_tolerant() const {
+    return spec_.runtime.fault_tolerance.enabled && opt_.mode == WorkerMode::train;
+  }
 
   // launcher_nodes.cpp
   void publish_abort(int attempt, const std::string& reason);
@@ -175,6 +182,7 @@ class Launcher {
   std::optional<std::string> previous_config_;
   bool killed_early_ = false;          // a second stop signal killed the workers mid-stop
   std::vector<int> replica_restarts_;  // runtime.fault_tolerance: per replica, this attempt
+  std::string reported_lost_;          // the lost nodes last logged (fault tolerance)
 };
 
 // launcher_report.cpp: what a stopped run leaves to resume from, for the user.

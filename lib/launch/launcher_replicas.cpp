@@ -16,10 +16,18 @@
 
 namespace trainctl::launch::detail {
 
+int Launcher::starting_generation(int attempt, int replica) {
+  if (store_->add(attempt_prefix(attempt) + "ft/latest", 0) == 0) return 0;  // a new attempt
+  const int g = static_cast<int>(store_->add(attempt_prefix(attempt) + dead_key(replica), 1));
+  spdlog::warn("fault tolerance: rejoining a running job: replica {} starts as restart {}", replica,
+               g);
+  return g;
+}
+
 bool Launcher::restart_failed_replicas(int attempt,
                                        const std::vector<const WorkerProcess*>& failed) {
   const config::FaultToleranceSpec& ft = spec_.runtime.fault_tolerance;
-  if (!ft.enabled || opt_.mode != WorkerMode::train) return false;
+  if (!fault_tolerant()) return false;
   std::vector<int> replicas;
   for (const WorkerProcess* w : failed) {
     // Exits that a restart would meet again, or that the replicas chose together.

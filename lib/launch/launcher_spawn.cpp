@@ -57,9 +57,18 @@ void Launcher::start_workers(int attempt) {
   const int port = server_ ? server_->port() : opt_.cluster.master_port;
   workers_.clear();
   workers_.reserve(static_cast<size_t>(per_node_ + spec_.parallel.ps_servers));
-  for (int local = 0; local < per_node_; ++local)
-    workers_.push_back(spawn_worker(attempt, local, 0));
   replica_restarts_.assign(static_cast<size_t>(spec_.parallel.dp), 0);
+  std::vector<int> generation(static_cast<size_t>(spec_.parallel.dp), -1);
+  for (int local = 0; local < per_node_; ++local) {
+    int g = 0;
+    if (fault_tolerant()) {
+      const int replica = comm::coord_of(spec_.parallel, node_ * per_node_ + local).dp;
+      int& known = generation[static_cast<size_t>(replica)];
+      if (known < 0) known = starting_generation(attempt, replica);
+      g = known;
+    }
+    workers_.push_back(spawn_worker(attempt, local, g));
+  }
   spdlog::info("started {} worker(s) for ranks {}..{} (attempt {}); logs in {}", per_node_,
                node_ * per_node_, node_ * per_node_ + per_node_ - 1, attempt,
                (spec_.run_dir / "logs").string());

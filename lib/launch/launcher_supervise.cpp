@@ -108,7 +108,17 @@ std::optional<AttemptResult> Launcher::poll_other_nodes(int attempt) {
       bool preempted = reason->find(": preempted") != std::string::npos;
       return ended(preempted ? Ending::preempted : Ending::aborted_elsewhere, *reason);
     }
-    if (auto lost = lost_nodes(attempt)) return on_nodes_lost(attempt, *lost);
+    if (auto lost = lost_nodes(attempt)) {
+      if (!fault_tolerant()) return on_nodes_lost(attempt, *lost);
+      // Its replicas drop out of the next epoch (their heartbeats are silent); started
+      // again, its launcher rejoins the attempt (start_workers).
+      if (*lost != reported_lost_) {
+        spdlog::warn("fault tolerance: {}; its replicas drop out, the others keep training", *lost);
+      }
+      reported_lost_ = *lost;
+    } else {
+      reported_lost_.clear();
+    }
   } catch (const RendezvousError& e) {
     if (node_ != 0) {
       spdlog::error("{}: lost the rendezvous store ({}); stopping this node's workers",
@@ -188,6 +198,15 @@ bool Launcher::wait_for_other_nodes(int attempt, AttemptResult& result) {
       // Node 0 outlives the others' launchers: one that died while its workers ran is
       // named here too, instead of a wait until the deadline.
       if (auto lost = lost_nodes(attempt)) {
+        // Fault tolerance: a node that is gone trains no replica any more; the others'
+        // all finished together, so the job is done once every node still beating is.
+        if (fault_tolerant() &&
+            done + static_cast<int64_t>(beats_->silent_for(kNodeLost).size()) >= nnodes_) {
+          spdlog::warn("fault tolerance: {}; the job finished without it", *lost);
+          return true;
+        }
+      }
+      if (auto lost = fault_tolerant() ? std::nullopt : lost_nodes(attempt)) {
         spdlog::error("{}", *lost);
         result = ended(Ending::failed, *lost);
         result.lost_nodes = *lost;
