@@ -138,6 +138,7 @@ class ReplicaRun {
   bool primary() const { return epoch_.primary() == ec_.replica; }
   void write_membership();
   void fill_metrics();
+  int64_t logged_through() const;  // the step of metrics.jsonl's last line (0: none)
   double evaluate_whole();
   void finish(TrainResult& result, Checkpointer& ckpt, double seconds, int64_t start);
 
@@ -157,6 +158,7 @@ class ReplicaRun {
   std::unique_ptr<MetricsReporter> reporter_;
   bool reporting_ = false;
   std::shared_ptr<observe::TensorBoardWriter> tensorboard_;
+  bool tensorboard_started_ = false;  // for this reporter (null when logging.tensorboard is off)
   std::deque<nlohmann::ordered_json> recent_;
 };
 
@@ -169,6 +171,7 @@ void ReplicaRun::use_reporter(bool primary) {
       reporting_ ? ctx_.run_dir / "metrics.jsonl" : std::filesystem::path(),
       reporting_ ? ctx_.console_fd : -1, options_.observability.log_every_steps);
   tensorboard_.reset();
+  tensorboard_started_ = false;
 }
 
 bool ReplicaRun::all_ranks(bool ok) {
@@ -281,21 +284,30 @@ void ReplicaRun::write_membership() {
 // The logged lines after metrics.jsonl's last one that this replica remembers: a primary
 // that died after a step committed could not write them.
 void ReplicaRun::fill_metrics() {
-  const auto last = last_json_line(ctx_.run_dir / "metrics.jsonl");
-  const int64_t through = last ? last->value("step", int64_t{0}) : 0;
   for (const auto& line : recent_) {
-    if (line.value("step", int64_t{0}) > through) reporter_->append(line);
+    if (line.value("step", int64_t{0}) > logged_through()) reporter_->append(line);
   }
+}
+
+int64_t ReplicaRun::logged_through() const {
+  const auto last = last_json_line(ctx_.run_dir / "metrics.jsonl");
+  return last ? last->value("step", int64_t{0}) : 0;
 }
 
 void ReplicaRun::start_epoch(int64_t step) {
   const bool was = reporting_;
   use_reporter(primary());
   if (reporting_) {
+    // TensorBoard first: the lines written below go to it too. Its event file starts after
+    // the last line metrics.jsonl holds.
+    if (!tensorboard_started_) {
+      tensorboard_ =
+          start_tensorboard(options_.observability, e_.groups, ctx_, *reporter_, logged_through());
+      tensorboard_started_ = true;
+    }
     if (!was) {
       spdlog::info("fault tolerance: this replica writes the run's files from step {}", step + 1);
       fill_metrics();
-      tensorboard_ = start_tensorboard(options_.observability, e_.groups, ctx_, *reporter_, step);
     }
     write_membership();
     reporter_->message(fmt::format(

@@ -7,7 +7,10 @@ comm_bytes_window spread over the steps since the previous logged step (a mean p
 the logging window, docs/observability.md), and not 0 after the first line (for a run whose
 every later window holds a parameter exchange).
 
-Usage: python check_tensorboard.py RUN_DIR [--window-means]
+With --replicas-change (runtime.fault_tolerance), also that the `replicas` scalar drops
+below its full count at some step and ends at it.
+
+Usage: python check_tensorboard.py RUN_DIR [--window-means] [--replicas-change]
 """
 import json
 import math
@@ -96,6 +99,14 @@ def main():
             problems.append(f"config text is not the resolved spec: {text[:200]!r}")
     if "--window-means" in sys.argv[2:]:
         problems += window_mean_problems(acc, tags)
+    if "--replicas-change" in sys.argv[2:]:
+        # A fault-tolerant run whose replica 0 died: the live replicas fell, then rose.
+        live = [e.value for e in sorted(acc.Scalars("replicas"), key=lambda e: e.step)] \
+            if "replicas" in tags["scalars"] else []
+        full = max(live, default=0)
+        if not live or min(live) >= full or live[-1] != full:
+            problems.append(f"--replicas-change: replicas over the steps {sorted(set(live))}, "
+                            "expected a drop and a return to the full count")
     for p in problems:
         print("FAIL:", p)
     n = sum(len(s) for s in want.values())
