@@ -188,12 +188,12 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                               std::to_string(m.mlp_hidden()) + "); got " + std::to_string(p.tp) +
                               "." + use);
   }
-  if (p.zero == 3 && p.dp > 1 && p.grad_comm != "fp32") {
+  if (p.zero == 3 && p.dp * p.cp > 1 && p.grad_comm != "fp32") {
     c.fail("parallel.grad_comm",
            "ZeRO-3 reduce-scatters each block's gradients in fp32; bf16 gradient communication "
            "applies to zero: 0 and 1. Use grad_comm: fp32 with zero: 3.");
   }
-  if (p.zero == 3 && p.dp > 1 && s.precision.compute != DType::fp32) {
+  if (p.zero == 3 && p.dp * p.cp > 1 && s.precision.compute != DType::fp32) {
     c.fail("parallel.zero",
            std::string("ZeRO-3 keeps fp32 parameter shards, and precision.compute: ") +
                dtype_name(s.precision.compute) +
@@ -201,7 +201,7 @@ void check_parallel(const JobSpec& s, const Checker& c) {
                "(the mixed-precision layout), which is built for zero: 0, 1 and 2. Use zero: 2 "
                "(it shards the master weights with the optimizer state), or compute: fp32.");
   }
-  if (p.zero == 3 && p.dp > 1 && s.device == Device::cuda) {
+  if (p.zero == 3 && p.dp * p.cp > 1 && s.device == Device::cuda) {
     c.fail("parallel.zero",
            "ZeRO-3 runs on device: cpu only for now (it initialises, checkpoints and exports "
            "its parameter shards through host memory). On GPUs use zero: 2 with "
@@ -267,7 +267,7 @@ void check_zero_bubble(const JobSpec& s, const Checker& c) {
                               std::to_string(s.model.n_layer) + ". Use pp <= " +
                               std::to_string(std::max(1, s.model.n_layer / 2)) + ".");
   }
-  if ((p.schedule == "zb1p" || p.schedule == "zbv") && p.pp > 1 && p.zero == 3 && p.dp > 1) {
+  if ((p.schedule == "zb1p" || p.schedule == "zbv") && p.pp > 1 && p.zero == 3 && p.dp * p.cp > 1) {
     c.fail("parallel.zero",
            "ZeRO-3 gives each block's gradient storage back right after its backward, but "
            "schedule: " +
