@@ -185,15 +185,11 @@ Epoch ReplicaQuorum::join(int64_t step) {
       const std::optional<Epoch> previous = previous_epoch(id);
       e = decide(id, previous ? &*previous : nullptr);
     } else {
-      const auto deadline = Clock::now() + limit;
-      std::optional<std::string> text;
-      while (!(text = store_.try_get(record_key(id)))) {
-        if (Clock::now() >= deadline) {
-          throw QuorumLost("no membership formed for epoch " + std::to_string(id) + " within " +
-                           std::to_string(limit.count() / 1000) +
-                           " s (the replica deciding it is gone?)");
-        }
-        std::this_thread::sleep_for(options_.poll);
+      const std::optional<std::string> text = store_.wait_get(record_key(id), limit);
+      if (!text) {
+        throw QuorumLost("no membership formed for epoch " + std::to_string(id) + " within " +
+                         std::to_string(limit.count() / 1000) +
+                         " s (the replica deciding it is gone?)");
       }
       e = Epoch::from_json(*text);
     }
@@ -216,42 +212,48 @@ Epoch ReplicaQuorum::join(int64_t step) {
 
 ReplicaQuorum::Vote ReplicaQuorum::vote(const Epoch& epoch, int64_t step, bool ok) {
   const std::string key = epoch_prefix(epoch.id) + "vote/" + std::to_string(step);
-  const std::string outcome_key = key + "/outcome";
+  // The outcome, written by whoever learns it first: the member whose ok completed the
+  // count, or the first to abort. The others wait for it (the store answers at once).
+  const std::string end_key = key + "/end";
   const auto n = static_cast<int64_t>(epoch.members.size());
-  // The first member to abort writes what the counter held before its abort: the vote
-  // committed if every member had voted ok by then.
-  auto after_abort = [&](int64_t sum, bool mine) -> Vote {
-    if (mine && sum < 2 * kAbort) {
-      const int64_t before = sum - kAbort;
-      const Vote v{oks_in(before) == n, flags_in(before)};
-      store_.set(outcome_key, std::string(v.commit ? "1" : "0") + (v.join_pending ? "1" : "0"));
-      return v;
-    }
-    const auto deadline = Clock::now() + options_.join_timeout;
-    std::optional<std::string> text;
-    while (!(text = store_.try_get(outcome_key))) {
-      if (Clock::now() >= deadline) {
-        throw QuorumLost("the commit vote of step " + std::to_string(step + 1) +
-                         " has no outcome (the member that aborted it is gone)");
-      }
-      std::this_thread::sleep_for(options_.poll);
+  auto publish = [&](Vote v) {
+    store_.set(end_key, std::string(v.commit ? "1" : "0") + (v.join_pending ? "1" : "0"));
+    return v;
+  };
+  auto learn = [&]() -> Vote {
+    const std::optional<std::string> text = store_.wait_get(end_key, options_.join_timeout);
+    if (!text) {
+      throw QuorumLost("the commit vote of step " + std::to_string(step + 1) +
+                       " has no outcome (the member that aborted it is gone)");
     }
     return {text->size() > 0 && (*text)[0] == '1', text->size() > 1 && (*text)[1] == '1'};
   };
+  // The first member to abort decides from what the counter held before its abort: the
+  // vote committed if every member had voted ok by then.
+  auto after_abort = [&](int64_t sum, bool mine) -> Vote {
+    if (mine && sum < 2 * kAbort) {
+      const int64_t before = sum - kAbort;
+      return publish({oks_in(before) == n, flags_in(before)});
+    }
+    return learn();
+  };
   if (!ok) return after_abort(store_.add(key, kAbort), true);
   const bool pending = store_.add(tickets_key(epoch.id + 1), 0) > 0;
-  int64_t sum = store_.add(key, kOk + (pending ? kJoinFlag : 0));
+  const int64_t sum = store_.add(key, kOk + (pending ? kJoinFlag : 0));
+  if (sum >= kAbort) return after_abort(sum, false);
+  if (oks_in(sum) == n) return publish({true, flags_in(sum)});
+  // Wait for the outcome in slices; between them, a member that is gone aborts the vote.
   const auto deadline = Clock::now() + options_.join_timeout;
+  constexpr std::chrono::milliseconds kSlice{50};
   for (;;) {
-    if (sum >= kAbort) return after_abort(sum, false);
-    if (oks_in(sum) == n) return {true, flags_in(sum)};
+    if (const std::optional<std::string> text = store_.wait_get(end_key, kSlice)) {
+      return {(*text)[0] == '1', text->size() > 1 && (*text)[1] == '1'};
+    }
     bool peer_gone = Clock::now() >= deadline;
     for (const Member& m : epoch.members) {
       if (m.replica != replica_ && liveness_.gone(m.replica, m.generation)) peer_gone = true;
     }
     if (peer_gone) return after_abort(store_.add(key, kAbort), true);
-    std::this_thread::sleep_for(options_.poll);
-    sum = store_.add(key, 0);
   }
 }
 

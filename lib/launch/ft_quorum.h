@@ -35,6 +35,9 @@ class QuorumStore {
   virtual std::optional<std::string> try_get(const std::string& key) = 0;
   // Atomically adds delta to the integer at key (absent = 0) and returns the sum.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // The value at key once it exists, waiting up to `timeout` (nullopt: still absent).
+  virtual std::optional<std::string> wait_get(const std::string& key,
+                                              std::chrono::milliseconds timeout) = 0;
 };
 
 // The membership fell below runtime.fault_tolerance.min_replicas, or could not be agreed

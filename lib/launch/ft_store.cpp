@@ -21,6 +21,18 @@ int64_t TcpQuorumStore::add(const std::string& key, int64_t delta) {
   return client_->add(prefix_ + key, delta);
 }
 
+std::optional<std::string> TcpQuorumStore::wait_get(const std::string& key,
+                                                    std::chrono::milliseconds timeout) {
+  const std::string k = prefix_ + key;
+  try {
+    return client_->get_string(k, timeout);  // the store answers when the key is set
+  } catch (const RendezvousError&) {
+    // A timeout, or a lost store: check() tells them apart (it throws for the latter).
+    if (!client_->check({k})) return std::nullopt;
+    return client_->get_string(k, std::chrono::milliseconds(5000));
+  }
+}
+
 ReplicaHeartbeat::ReplicaHeartbeat(std::unique_ptr<QuorumStore> store, int replica, int generation,
                                    std::chrono::milliseconds interval)
     : store_(std::move(store)), key_(heartbeat_key(replica, generation)), interval_(interval) {

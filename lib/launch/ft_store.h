@@ -18,6 +18,8 @@ class TcpQuorumStore final : public QuorumStore {
   void set(const std::string& key, const std::string& value) override;
   std::optional<std::string> try_get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  std::optional<std::string> wait_get(const std::string& key,
+                                      std::chrono::milliseconds timeout) override;
 
  private:
   std::shared_ptr<TcpStoreClient> client_;

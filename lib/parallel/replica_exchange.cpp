@@ -7,14 +7,20 @@
 namespace trainctl::parallel {
 
 void sum_over_replicas(comm::Communicator& group, float* grads, size_t n, float* tail, size_t k,
-                       float scale, bool counted) {
+                       float scale, bool counted, std::vector<float>& staging) {
   if (!counted) {
     std::fill(grads, grads + n, 0.0f);
     std::fill(tail, tail + k, 0.0f);
   }
   if (group.size() > 1) {
-    group.allreduce(grads, n);
-    group.allreduce(tail, k);
+    // One collective for both: on loopback TCP each call costs more than the copies.
+    staging.resize(n + k);
+    std::copy(grads, grads + n, staging.begin());
+    std::copy(tail, tail + k, staging.begin() + static_cast<std::ptrdiff_t>(n));
+    group.allreduce(staging.data(), n + k);
+    std::copy(staging.begin() + static_cast<std::ptrdiff_t>(n), staging.end(), tail);
+    for (size_t i = 0; i < n; ++i) grads[i] = staging[i] * scale;
+    return;
   }
   if (scale != 1.0f) {
     for (size_t i = 0; i < n; ++i) grads[i] *= scale;

@@ -5,6 +5,7 @@
 // gradients each step and a replica that joins takes a live peer's whole training state.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "model/gpt.h"
@@ -17,8 +18,9 @@ namespace trainctl::parallel {
 // gradient is the mean over the tokens the live replicas trained on). A replica that does
 // not count this step (`counted` false: a replay's absent replica) adds zeros. Throws
 // comm::CommError when a peer fails.
+// `staging` (reused across calls) carries both in one collective.
 void sum_over_replicas(comm::Communicator& group, float* grads, size_t n, float* tail, size_t k,
-                       float scale, bool counted);
+                       float scale, bool counted, std::vector<float>& staging);
 
 // What a replica needs besides its parameters and optimizer buffers to continue exactly
 // where a peer is: the optimizer's update count and the data position.

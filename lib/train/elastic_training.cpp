@@ -160,6 +160,7 @@ class ReplicaRun {
   std::shared_ptr<observe::TensorBoardWriter> tensorboard_;
   bool tensorboard_started_ = false;  // for this reporter (null when logging.tensorboard is off)
   std::deque<nlohmann::ordered_json> recent_;
+  std::vector<float> staging_;  // the exchange's buffer, reused every step
 };
 
 void ReplicaRun::use_reporter(bool primary) {
@@ -386,7 +387,7 @@ TrainResult ReplicaRun::run() {
       tail[kCheckpoint] = asked.checkpoint ? 1.0f : 0.0f;
       parallel::sum_over_replicas(
           *group_, e_.gpt.params().grads(), n, tail, kTailSize,
-          static_cast<float>(replicas) / static_cast<float>(counting.size()), counted);
+          static_cast<float>(replicas) / static_cast<float>(counting.size()), counted, staging_);
     } catch (const comm::CommError& ex) {
       spdlog::warn("fault tolerance: step {}: {}", step + 1, ex.what());
       ok = false;

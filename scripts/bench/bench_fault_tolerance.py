@@ -62,8 +62,9 @@ def worker_pid(run_dir, rank):
     return int(re.findall(r"worker started: pid (\d+)", text)[-1])
 
 
-def one_run(trainctl, work, args, ft, kill):
-    run_dir = os.path.join(work, f"run-{'ft' if ft else 'restart'}-{'kill' if kill else 'clean'}")
+def one_run(trainctl, work, args, ft, kill, repeat):
+    run_dir = os.path.join(
+        work, f"run-{'ft' if ft else 'restart'}-{'kill' if kill else 'clean'}-{repeat}")
     job = run_dir + ".yaml"
     with open(job, "w") as f:
         f.write(spec(run_dir, args.steps, args.ckpt_every, ft))
@@ -113,10 +114,10 @@ def main():
     args = p.parse_args()
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench-ft-") as work:
-        for _ in range(args.repeats):
+        for repeat in range(args.repeats):
             for ft in (False, True):
                 for kill in (False, True):
-                    r = one_run(args.trainctl, work, args, ft, kill)
+                    r = one_run(args.trainctl, work, args, ft, kill, repeat)
                     print(json.dumps(r), flush=True)
                     rows.setdefault((r["mode"], kill), []).append(r)
     print(f"\n{args.steps} steps, failure after step {args.kill_at}, checkpoint every "

@@ -4,6 +4,7 @@
 // epoch learns the same outcome of each step's commit vote, whenever a peer dies.
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
@@ -22,14 +23,18 @@ struct MemoryData {
   std::mutex mu;
   std::map<std::string, std::string> values;
   std::map<std::string, int64_t> counters;
+  std::condition_variable set_cv;
 };
 
 class MemoryStore final : public QuorumStore {
  public:
   explicit MemoryStore(std::shared_ptr<MemoryData> data) : data_(std::move(data)) {}
   void set(const std::string& key, const std::string& value) override {
-    std::lock_guard<std::mutex> lock(data_->mu);
-    data_->values[key] = value;
+    {
+      std::lock_guard<std::mutex> lock(data_->mu);
+      data_->values[key] = value;
+    }
+    data_->set_cv.notify_all();
   }
   std::optional<std::string> try_get(const std::string& key) override {
     std::lock_guard<std::mutex> lock(data_->mu);
@@ -40,6 +45,14 @@ class MemoryStore final : public QuorumStore {
   int64_t add(const std::string& key, int64_t delta) override {
     std::lock_guard<std::mutex> lock(data_->mu);
     return data_->counters[key] += delta;
+  }
+  std::optional<std::string> wait_get(const std::string& key,
+                                      std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(data_->mu);
+    data_->set_cv.wait_for(lock, timeout, [&] { return data_->values.count(key) > 0; });
+    auto it = data_->values.find(key);
+    if (it == data_->values.end()) return std::nullopt;
+    return it->second;
   }
 
  private:
