@@ -53,7 +53,8 @@ JobSpec parse_source(const detail::SpecSource& source, const std::vector<std::st
                                       : resolve(spec.run_dir, "run_dir", locations, env);
 
   detail::validate_job_spec(spec, locations);
-  for (const char* key : {"model.vocab_size", "data.path", "model.init_from"}) {
+  for (const char* key :
+       {"model.vocab_size", "data.path", "model.init_from", "runtime.fault_tolerance.replay"}) {
     spec.key_origins[key] = locations.where(key);
   }
   for (size_t i = 0; i < spec.data.sources.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "train/data_check.h"
 
+#include <filesystem>
+
 #include "data/blend.h"
 #include "data/file_checks.h"
 #include "data/manifest.h"
@@ -47,6 +49,16 @@ std::string check_blend(const config::JobSpec& spec) {
 }  // namespace
 
 std::string check_data(const config::JobSpec& spec) {
+  // runtime.fault_tolerance.replay: the membership record a run replays, read by every
+  // worker at start.
+  const config::FaultToleranceSpec& ft = spec.runtime.fault_tolerance;
+  std::error_code ec;
+  if (ft.enabled && !ft.replay.empty() && !std::filesystem::is_regular_file(ft.replay, ec)) {
+    throw InputError(spec.where("runtime.fault_tolerance.replay") +
+                     ": runtime.fault_tolerance.replay: no such file: " + ft.replay +
+                     " (replay takes a fault-tolerant run's run_dir/membership.jsonl; paths "
+                     "are relative to this spec's directory)");
+  }
   if (spec.data.type == "blend") return check_blend(spec);
   std::string too_small;  // a prepared directory's tokenizer that does not fit the model
   std::string line;
