@@ -36,8 +36,9 @@ bool flags_in(int64_t sum) { return (sum % kAbort) / kJoinFlag > 0; }
 
 }  // namespace
 
-std::string heartbeat_key(int replica, int generation) {
-  return "ft/hb/" + std::to_string(replica) + "/" + std::to_string(generation);
+std::string heartbeat_key(int replica, int generation, int rank) {
+  return "ft/hb/" + std::to_string(replica) + "/" + std::to_string(generation) + "/" +
+         std::to_string(rank);
 }
 std::string dead_key(int replica) { return "ft/dead/" + std::to_string(replica); }
 
@@ -89,8 +90,9 @@ Epoch Epoch::from_json(const std::string& text) {
   return e;
 }
 
-LivenessWatch::LivenessWatch(QuorumStore& store, std::chrono::milliseconds heartbeat_timeout)
-    : store_(store), timeout_(heartbeat_timeout) {}
+LivenessWatch::LivenessWatch(QuorumStore& store, std::chrono::milliseconds heartbeat_timeout,
+                             int ranks)
+    : store_(store), timeout_(heartbeat_timeout), ranks_(ranks) {}
 
 int LivenessWatch::current_generation(int replica) {
   return static_cast<int>(store_.add(dead_key(replica), 0));
@@ -98,15 +100,17 @@ int LivenessWatch::current_generation(int replica) {
 
 bool LivenessWatch::gone(int replica, int generation) {
   if (current_generation(replica) > generation) return true;
-  const int64_t value = store_.add(heartbeat_key(replica, generation), 0);
-  const auto now = Clock::now();
-  const std::pair<int, int> who{replica, generation};
-  auto it = std::find_if(seen_.begin(), seen_.end(), [&](const auto& s) { return s.first == who; });
-  if (it == seen_.end()) {
-    seen_.push_back({who, Seen{value, now}});
-    return false;
+  for (int rank = 0; rank < ranks_; ++rank) {
+    if (silent(replica, generation, rank)) return true;
   }
-  if (it->second.value != value) {
+  return false;
+}
+
+bool LivenessWatch::silent(int replica, int generation, int rank) {
+  const int64_t value = store_.add(heartbeat_key(replica, generation, rank), 0);
+  const auto now = Clock::now();
+  const auto [it, first] = seen_.try_emplace({replica, generation, rank}, Seen{value, now});
+  if (first || it->second.value != value) {
     it->second = Seen{value, now};
     return false;
   }
@@ -118,7 +122,7 @@ ReplicaQuorum::ReplicaQuorum(QuorumStore& store, int replica, int generation, Qu
       replica_(replica),
       generation_(generation),
       options_(options),
-      liveness_(store, options.heartbeat_timeout) {}
+      liveness_(store, options.heartbeat_timeout, options.ranks_per_replica) {}
 
 int ReplicaQuorum::latest_epoch() { return static_cast<int>(store_.add(kLatestKey, 0)); }
 

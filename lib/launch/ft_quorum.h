@@ -18,10 +18,12 @@
 //     commits exactly the same steps, whatever moment a peer died at.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace trainctl::launch {
@@ -78,8 +80,9 @@ struct Epoch {
 };
 
 struct QuorumOptions {
-  int replicas = 1;      // parallel.dp
-  int min_replicas = 1;  // runtime.fault_tolerance.min_replicas
+  int replicas = 1;           // parallel.dp
+  int min_replicas = 1;       // runtime.fault_tolerance.min_replicas
+  int ranks_per_replica = 1;  // tp x pp x cp: each beats its own heartbeat
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds poll{2};  // how often a waiting leader reads the store
@@ -89,16 +92,18 @@ struct QuorumOptions {
 std::optional<Epoch> read_epoch(QuorumStore& store, int id);
 
 // Keys, under the attempt's prefix.
-std::string heartbeat_key(int replica, int generation);
+// Each rank of a replica beats its own key (`rank`: its place in the replica), so a
+// replica with one hung rank (stopped, swapped out) is silent even while the others run.
+std::string heartbeat_key(int replica, int generation, int rank = 0);
 std::string dead_key(int replica);
 
 // A replica's liveness as its peers judge it: dead when its launcher counted more deaths
-// than its generation, silent when its heartbeat has not moved for the heartbeat timeout
-// between two of this watcher's samples (a stall of the watcher itself never makes a peer
-// silent).
+// than its generation, silent when the heartbeat of any of its `ranks` has not moved for
+// the heartbeat timeout between two of this watcher's samples (a stall of the watcher
+// itself never makes a peer silent).
 class LivenessWatch {
  public:
-  LivenessWatch(QuorumStore& store, std::chrono::milliseconds heartbeat_timeout);
+  LivenessWatch(QuorumStore& store, std::chrono::milliseconds heartbeat_timeout, int ranks = 1);
   // True when `replica`'s incarnation `generation` is dead or silent now.
   bool gone(int replica, int generation);
   // The generation the replica's launcher runs now (its death count).
@@ -109,9 +114,12 @@ class LivenessWatch {
     int64_t value = -1;
     std::chrono::steady_clock::time_point since;
   };
+  bool silent(int replica, int generation, int rank);
+
   QuorumStore& store_;
   std::chrono::milliseconds timeout_;
-  std::vector<std::pair<std::pair<int, int>, Seen>> seen_;
+  int ranks_;
+  std::map<std::tuple<int, int, int>, Seen> seen_;  // (replica, generation, rank)
 };
 
 class ReplicaQuorum {

@@ -34,8 +34,10 @@ std::optional<std::string> TcpQuorumStore::wait_get(const std::string& key,
 }
 
 ReplicaHeartbeat::ReplicaHeartbeat(std::unique_ptr<QuorumStore> store, int replica, int generation,
-                                   std::chrono::milliseconds interval)
-    : store_(std::move(store)), key_(heartbeat_key(replica, generation)), interval_(interval) {
+                                   int rank, std::chrono::milliseconds interval)
+    : store_(std::move(store)),
+      key_(heartbeat_key(replica, generation, rank)),
+      interval_(interval) {
   thread_ = std::thread([this] {
     while (!stop_.load()) {
       try {

@@ -26,12 +26,12 @@ class TcpQuorumStore final : public QuorumStore {
   std::string prefix_;
 };
 
-// Bumps heartbeat_key(replica, generation) every `interval` on a thread of its own (with
+// Bumps heartbeat_key(replica, generation, rank) every `interval` on a thread of its own (with
 // a store connection of its own) until destroyed. Store errors are ignored: a lost store
 // is noticed by the protocol's own calls.
 class ReplicaHeartbeat {
  public:
-  ReplicaHeartbeat(std::unique_ptr<QuorumStore> store, int replica, int generation,
+  ReplicaHeartbeat(std::unique_ptr<QuorumStore> store, int replica, int generation, int rank,
                    std::chrono::milliseconds interval = std::chrono::milliseconds(250));
   ~ReplicaHeartbeat();
   ReplicaHeartbeat(const ReplicaHeartbeat&) = delete;

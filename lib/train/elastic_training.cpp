@@ -101,15 +101,17 @@ class ReplicaRun {
         store_(ec_.store, ec_.store_prefix),
         gloo_store_(std::make_shared<launch::PrefixedStore>(ec_.store, ec_.store_prefix)) {
     if (!options.fault_tolerance.replay.empty()) replay_.emplace(options.fault_tolerance.replay);
+    // Every rank beats (its own connection): a replica with one hung rank falls silent.
+    auto beat_client =
+        std::make_shared<launch::TcpStoreClient>(ec_.store_addr, ec_.store_port, ec_.token);
+    beat_ = std::make_unique<launch::ReplicaHeartbeat>(
+        std::make_unique<launch::TcpQuorumStore>(beat_client, ec_.store_prefix), ec_.replica,
+        ec_.generation, e.groups.rank);
     if (leader_) {
-      auto beat_client =
-          std::make_shared<launch::TcpStoreClient>(ec_.store_addr, ec_.store_port, ec_.token);
-      beat_ = std::make_unique<launch::ReplicaHeartbeat>(
-          std::make_unique<launch::TcpQuorumStore>(beat_client, ec_.store_prefix), ec_.replica,
-          ec_.generation);
       launch::QuorumOptions q;
       q.replicas = options.parallel.layout.dp;
       q.min_replicas = options.fault_tolerance.min_replicas;
+      q.ranks_per_replica = world_.size();
       q.heartbeat_timeout = options.fault_tolerance.heartbeat_timeout;
       q.join_timeout = options.fault_tolerance.join_timeout;
       quorum_.emplace(store_, ec_.replica, ec_.generation, q);
@@ -219,12 +221,16 @@ bool ReplicaRun::connect_and_heal(int64_t& step) {
   const std::string name = "replicas[e" + std::to_string(epoch_.id) + "]";
   const bool healing =
       std::find(epoch_.heal.begin(), epoch_.heal.end(), ec_.replica) != epoch_.heal.end();
+  // A hung peer (stopped, its heartbeat silent too) fails the epoch's collectives after the
+  // heartbeat timeout, not after runtime.comm_timeout_s: the others then go on without it.
+  comm::GlooOptions gloo = ec_.gloo;
+  gloo.timeout = std::min(gloo.timeout, options_.fault_tolerance.heartbeat_timeout);
   try {
     group_.reset();
     group_ = comm::connect_gloo_group(
         *gloo_store_,
         "ft/e" + std::to_string(epoch_.id) + "/grad/" + std::to_string(e_.groups.rank), name, index,
-        static_cast<int>(epoch_.members.size()), ec_.gloo, ec_.node_addr);
+        static_cast<int>(epoch_.members.size()), gloo, ec_.node_addr);
     if (epoch_.source >= 0) {
       parallel::ReplicaPosition position{step, 0, e_.layout.first_step, e_.layout.first_sample};
       parallel::copy_replica_state(*group_, epoch_.index_of(epoch_.source), e_.gpt,

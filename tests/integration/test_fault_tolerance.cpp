@@ -191,3 +191,52 @@ TEST_CASE("fault tolerance: below min_replicas the job restarts from its checkpo
   REQUIRE(metrics.size() == static_cast<size_t>(steps));
   for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
 }
+
+TEST_CASE(
+    "fault tolerance: a hung worker's replica is left out after the heartbeat timeout, "
+    "and heals when it wakes",
+    "[launch][integration]") {
+  TempDir dir("ft-hang");
+  const int steps = 1200;
+  // The heartbeat timeout also bounds the epoch's collectives: the survivors go on after 3 s
+  // instead of runtime.comm_timeout_s (60 s here).
+  const fs::path job = write_ft_job(dir.path(), "hang", steps);
+  std::string text = read_text(job);
+  text.replace(text.find("heartbeat_timeout_s: 10"), 23, "heartbeat_timeout_s: 3");
+  write_text(job, text);
+  const fs::path run = dir / "runs/hang";
+  Proc p({"train", job.string()}, dir.path());
+  REQUIRE(eventually([&] { return last_step(run / "metrics.jsonl") >= 30; }, 60s));
+  const pid_t hung = worker_pid_from_log(run / "logs/rank4.log");  // replica 1, stage 1
+  REQUIRE(::kill(hung, SIGSTOP) == 0);
+  auto without_1 = [&] {
+    for (const json& e : json_lines(run / "membership.jsonl")) {
+      if (e.at("replicas") == json::array({0, 2})) return true;
+    }
+    return false;
+  };
+  const bool left_out = eventually(without_1, 60s);
+  const int64_t stopped_at = last_step(run / "metrics.jsonl");
+  const bool went_on =
+      left_out &&
+      eventually([&] { return last_step(run / "metrics.jsonl") >= stopped_at + 20; }, 60s);
+  ::kill(hung, SIGCONT);
+  REQUIRE(left_out);
+  REQUIRE(went_on);
+  // Awake, it takes a peer's state and trains on; nobody was restarted.
+  REQUIRE(eventually(
+      [&] {
+        return rejoined(run / "membership.jsonl", 1, 0) &&
+               json_lines(run / "membership.jsonl").back().at("healed") == json::array({1});
+      },
+      60s));
+  const ProcResult r = p.wait(300s);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < kReplicas * kStages; ++rank) {
+    CHECK(started_pids(run / "logs" / ("rank" + std::to_string(rank) + ".log")).size() == 1);
+  }
+  const std::vector<json> metrics = json_lines(run / "metrics.jsonl");
+  REQUIRE(metrics.size() == static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
+}

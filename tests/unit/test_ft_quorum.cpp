@@ -72,7 +72,7 @@ QuorumOptions options(int replicas, int min_replicas = 1) {
 struct Replica {
   Replica(std::shared_ptr<MemoryData> data, int replica, int generation, QuorumOptions o)
       : store(data),
-        beat(std::make_unique<MemoryStore>(data), replica, generation, 50ms),
+        beat(std::make_unique<MemoryStore>(data), replica, generation, 0, 50ms),
         quorum(store, replica, generation, o) {}
   MemoryStore store;
   ReplicaHeartbeat beat;
