@@ -40,6 +40,9 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
   } else {
     gpt.init_weights(o.seed);
   }
+  // DiLoCo's outer parameters start from the initialised weights: the sync object was
+  // made (with the data-parallel machinery) before they were drawn.
+  if (parallel::PeriodicSync* periodic = data_parallel.periodic()) periodic->reset_outer();
   if (o.optimizer.loss_scaling) loss_scaler.emplace(*o.optimizer.loss_scaling);
   if (!program.empty())
     pipeline.emplace(gpt, *g.pp, program, layout.grad_accum,

@@ -97,6 +97,33 @@ TEST_CASE("DiLoCo with outer_lr 1 and no momentum is local SGD", "[dp_sync]") {
   require_same_losses(dir / "local", dir / "diloco", 1e-5);
 }
 
+TEST_CASE(
+    "DiLoCo's outer step starts from the initialised weights: H 1, outer_lr 1/2 is SGD at "
+    "half the rate",
+    "[dp_sync]") {
+  // Plain SGD (no momentum, no weight decay): one inner step then an outer step of 1/2 with
+  // no outer momentum moves the weights by half the averaged inner step, as allreduce with
+  // half the learning rate does. An outer state taken before the weights were initialised
+  // (zeros) fails this from the first meeting on.
+  TempDir dir("dpsync-diloco-start");
+  const std::string sgd =
+      "{type: sgd, lr: 0.4, betas: [0, 0.95], weight_decay: 0, decay: constant, warmup_steps: 0}";
+  const fs::path spec = job(dir.path(),
+                            "{dp: 2, dp_sync: diloco, sync_every: 1, outer_lr: 0.5, "
+                            "outer_momentum: 0}",
+                            sgd);
+  const ProcResult d = train(dir.path(), spec, "diloco");
+  INFO(d.out << d.err);
+  REQUIRE(d.exit_code == 0);
+  fs::create_directories(dir / "sync");
+  const std::string half =
+      "{type: sgd, lr: 0.2, betas: [0, 0.95], weight_decay: 0, decay: constant, warmup_steps: 0}";
+  const ProcResult a = train(dir.path(), job(dir / "sync", "{dp: 2}", half), "allreduce");
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code == 0);
+  require_same_losses(dir / "allreduce", dir / "diloco", 1e-5);
+}
+
 TEST_CASE("resume in the middle of a sync period is bitwise the uninterrupted run",
           "[dp_sync][resume]") {
   TempDir dir("dpsync-resume");
