@@ -63,15 +63,15 @@ void check_replicas(const JobSpec& s, const Locations& at) {
   }
 }
 
-// How the replicas combine their gradients: only the plain per-step allreduce heals.
+// How the replicas combine their gradients: allreduce every step, or local SGD / DiLoCo
+// (a replica may miss a sync round); a replay is built for the per-step allreduce.
 void check_gradient_sync(const JobSpec& s, const Locations& at) {
   const ParallelSpec& p = s.parallel;
-  if (p.dp_sync != "allreduce") {
-    refuse(at, {"parallel.dp_sync"},
-           p.dp_sync +
-               " with runtime.fault_tolerance is not built yet (replicas that step on their own "
-               "between syncs cannot rejoin yet); use dp_sync: allreduce, or " +
-               kOff + ".");
+  if (p.dp_sync != "allreduce" && !s.runtime.fault_tolerance.replay.empty()) {
+    refuse(at, {"runtime.fault_tolerance.replay", "parallel.dp_sync"},
+           "replay with dp_sync " + p.dp_sync +
+               " is not built (the replicas' models differ between syncs, so an absent "
+               "replica cannot be replayed by adding zeros); replay a dp_sync: allreduce run.");
   }
   if (p.grad_compression == "powersgd") {
     refuse(at, {"parallel.grad_compression"},

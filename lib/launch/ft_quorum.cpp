@@ -214,8 +214,9 @@ Epoch ReplicaQuorum::join(int64_t step) {
   }
 }
 
-ReplicaQuorum::Vote ReplicaQuorum::vote(const Epoch& epoch, int64_t step, bool ok) {
-  const std::string key = epoch_prefix(epoch.id) + "vote/" + std::to_string(step);
+ReplicaQuorum::Vote ReplicaQuorum::vote(const Epoch& epoch, int64_t step, bool ok,
+                                        const char* kind) {
+  const std::string key = epoch_prefix(epoch.id) + kind + "/" + std::to_string(step);
   // The outcome, written by whoever learns it first: the member whose ok completed the
   // count, or the first to abort. The others wait for it (the store answers at once).
   const std::string end_key = key + "/end";

@@ -139,7 +139,8 @@ class ReplicaQuorum {
   // The commit vote of `step` in `epoch`: `ok` is whether this replica's gradient exchange
   // (all its ranks') completed. Every member gets the same answer. Throws QuorumLost when
   // the answer cannot be learned in time.
-  Vote vote(const Epoch& epoch, int64_t step, bool ok);
+  // `kind` names the vote, so one step can have several (a step, then a meeting).
+  Vote vote(const Epoch& epoch, int64_t step, bool ok, const char* kind = "vote");
 
   // The newest epoch decided so far (0: none).
   int latest_epoch();

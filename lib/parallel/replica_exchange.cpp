@@ -28,7 +28,8 @@ void sum_over_replicas(comm::Communicator& group, float* grads, size_t n, float*
 }
 
 void copy_replica_state(comm::Communicator& group, int source, model::Gpt& gpt,
-                        optim::Optimizer& optimizer, ReplicaPosition& position) {
+                        optim::Optimizer& optimizer, ReplicaPosition& position,
+                        const std::vector<std::vector<float>*>& extra) {
   // The position travels as the bits of four int64 (a broadcast moves floats unchanged).
   optim::OptimizerState state = optimizer.save_state();
   float header[8];
@@ -44,6 +45,7 @@ void copy_replica_state(comm::Communicator& group, int source, model::Gpt& gpt,
     group.broadcast(buffer.data(), buffer.size(), source);
   state.step = position.optimizer_step;
   optimizer.load_state(state);
+  for (std::vector<float>* buffer : extra) group.broadcast(buffer->data(), buffer->size(), source);
 }
 
 }  // namespace trainctl::parallel

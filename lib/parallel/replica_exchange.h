@@ -34,7 +34,9 @@ struct ReplicaPosition {
 // Every rank of `group` ends with rank `source`'s parameters, optimizer state and
 // position (a broadcast; ranks already equal to it receive the same bits). Throws
 // comm::CommError when a peer fails (this rank's state is then undefined).
+// `extra`: more buffers, the same size on every rank (DiLoCo's outer state).
 void copy_replica_state(comm::Communicator& group, int source, model::Gpt& gpt,
-                        optim::Optimizer& optimizer, ReplicaPosition& position);
+                        optim::Optimizer& optimizer, ReplicaPosition& position,
+                        const std::vector<std::vector<float>*>& extra = {});
 
 }  // namespace trainctl::parallel

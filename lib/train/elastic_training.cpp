@@ -15,6 +15,7 @@
 #include "launch/ft_quorum.h"
 #include "launch/ft_store.h"
 #include "launch/prefixed_store.h"
+#include "parallel/periodic_sync.h"
 #include "parallel/replica_exchange.h"
 #include "train/blend_progress.h"
 #include "train/cadence.h"
@@ -91,7 +92,7 @@ class MembershipReplay {
 
 class ReplicaRun {
  public:
-  ReplicaRun(const RunOptions& options, Engine& e, const TrainContext& ctx)
+  ReplicaRun(const RunOptions& options, Engine& e, const TrainContext& ctx, bool periodic)
       : options_(options),
         e_(e),
         ctx_(ctx),
@@ -100,6 +101,7 @@ class ReplicaRun {
         leader_(e.groups.rank == 0),
         store_(ec_.store, ec_.store_prefix),
         gloo_store_(std::make_shared<launch::PrefixedStore>(ec_.store, ec_.store_prefix)) {
+    periodic_mode_ = periodic;
     if (!options.fault_tolerance.replay.empty()) replay_.emplace(options.fault_tolerance.replay);
     // Every rank beats (its own connection): a replica with one hung rank falls silent.
     auto beat_client =
@@ -136,7 +138,15 @@ class ReplicaRun {
   void agree_epoch(int64_t step);
   bool connect_and_heal(int64_t& step);
   void start_epoch(int64_t step);
-  launch::ReplicaQuorum::Vote vote(int64_t step, bool ok);
+  launch::ReplicaQuorum::Vote vote(int64_t step, bool ok, const char* kind = "vote");
+  // local SGD / DiLoCo: the replicas' meeting after step `step` (0-based), voted like a
+  // step; a meeting voted down is skipped (every replica keeps its own model) and the
+  // next epoch forms. Returns false then.
+  bool meet(int64_t step, bool last);
+  void close_group() {
+    periodic_.reset();  // it holds the group
+    group_.reset();
+  }
   bool primary() const { return epoch_.primary() == ec_.replica; }
   void write_membership();
   void fill_metrics();
@@ -162,7 +172,10 @@ class ReplicaRun {
   std::shared_ptr<observe::TensorBoardWriter> tensorboard_;
   bool tensorboard_started_ = false;  // for this reporter (null when logging.tensorboard is off)
   std::deque<nlohmann::ordered_json> recent_;
-  std::vector<float> staging_;  // the exchange's buffer, reused every step
+  std::vector<float> staging_;                        // the exchange's buffer, reused every step
+  bool periodic_mode_ = false;                        // parallel.dp_sync local_sgd / diloco
+  std::unique_ptr<parallel::PeriodicSync> periodic_;  // over group_, this epoch
+  std::vector<parallel::FlatState> outer_;            // DiLoCo's outer state, as last agreed
 };
 
 void ReplicaRun::use_reporter(bool primary) {
@@ -226,15 +239,24 @@ bool ReplicaRun::connect_and_heal(int64_t& step) {
   comm::GlooOptions gloo = ec_.gloo;
   gloo.timeout = std::min(gloo.timeout, options_.fault_tolerance.heartbeat_timeout);
   try {
-    group_.reset();
+    close_group();
     group_ = comm::connect_gloo_group(
         *gloo_store_,
         "ft/e" + std::to_string(epoch_.id) + "/grad/" + std::to_string(e_.groups.rank), name, index,
         static_cast<int>(epoch_.members.size()), gloo, ec_.node_addr);
+    if (periodic_mode_) {
+      // local SGD / DiLoCo: the replicas meet over this epoch's groups; DiLoCo's outer
+      // state (the same on every replica) carries over from epoch to epoch.
+      periodic_ = std::make_unique<parallel::PeriodicSync>(*group_, e_.gpt.params(), *e_.backend,
+                                                           options_.parallel.periodic);
+      if (outer_.empty()) outer_ = periodic_->save_outer();
+    }
     if (epoch_.source >= 0) {
       parallel::ReplicaPosition position{step, 0, e_.layout.first_step, e_.layout.first_sample};
+      std::vector<std::vector<float>*> outer;
+      for (parallel::FlatState& state : outer_) outer.push_back(&state.values);
       parallel::copy_replica_state(*group_, epoch_.index_of(epoch_.source), e_.gpt,
-                                   e_.data_parallel.optimizer(), position);
+                                   e_.data_parallel.optimizer(), position, outer);
       step = position.step;
       e_.layout.first_step = position.first_step;
       e_.layout.first_sample = position.first_sample;
@@ -242,19 +264,20 @@ bool ReplicaRun::connect_and_heal(int64_t& step) {
         spdlog::info("fault tolerance: took replica {}'s state at step {}", epoch_.source,
                      step + 1);
     }
+    if (periodic_ && !outer_.empty()) periodic_->load_outer(outer_);
     return true;
   } catch (const std::exception& ex) {
     spdlog::warn("fault tolerance: epoch {} could not start: {}", epoch_.id, ex.what());
-    group_.reset();
+    close_group();
     if (healing) step = -1;
     return false;
   }
 }
 
-launch::ReplicaQuorum::Vote ReplicaRun::vote(int64_t step, bool ok) {
+launch::ReplicaQuorum::Vote ReplicaRun::vote(int64_t step, bool ok, const char* kind) {
   float v[2] = {0, 0};
   if (leader_) {
-    const launch::ReplicaQuorum::Vote r = quorum_->vote(epoch_, step, ok);
+    const launch::ReplicaQuorum::Vote r = quorum_->vote(epoch_, step, ok, kind);
     v[0] = r.commit ? 1.0f : 0.0f;
     v[1] = r.join_pending ? 1.0f : 0.0f;
   }
@@ -351,7 +374,8 @@ TrainResult ReplicaRun::run() {
   int64_t prefetched = -1;  // the step the prefetcher delivers next
   std::optional<data::StepBatch> batch;
   int64_t batch_step = -1;
-  const auto n = static_cast<size_t>(e_.gpt.params().total());
+  // local SGD / DiLoCo: each replica steps on its own gradients; only the tail travels.
+  const auto n = periodic_mode_ ? size_t{0} : static_cast<size_t>(e_.gpt.params().total());
   const int replicas = options_.parallel.layout.dp;
   bool join = true;
   while (true) {
@@ -399,12 +423,12 @@ TrainResult ReplicaRun::run() {
       ok = false;
       // Closed at once: a peer still waiting on this rank inside the collective fails now
       // instead of at Gloo's timeout (and would not join the next epoch meanwhile).
-      group_.reset();
+      close_group();
     }
     const launch::ReplicaQuorum::Vote v = vote(step, all_ranks(ok));
     if (!v.commit) {
       spdlog::warn("fault tolerance: step {} voted down; forming a new membership", step + 1);
-      group_.reset();
+      close_group();
       join = true;
       continue;
     }
@@ -416,6 +440,7 @@ TrainResult ReplicaRun::run() {
     result.final_loss = out.loss;
     result.stopped = out.stop;
     const bool last = step + 1 == steps || out.stop;
+    if (periodic_ && periodic_->due(step + 1, last) && !meet(step, last)) join = true;
     const bool logged = reporter_->should_log(step + 1, last, out.skipped);
     StepMetrics m = measure_step(e_, out, step + 1, timer, logged);
     m.replicas = static_cast<int>(counting.size());
@@ -436,6 +461,29 @@ TrainResult ReplicaRun::run() {
   }
   finish(result, ckpt, timer.elapsed_s(), std::max<int64_t>(start, 0));
   return result;
+}
+
+bool ReplicaRun::meet(int64_t step, bool last) {
+  model::ParameterSet& params = e_.gpt.params();
+  const std::vector<float> before(params.data(), params.data() + params.total());
+  bool ok = true;
+  try {
+    periodic_->after_update(step + 1, last);
+  } catch (const comm::CommError& ex) {
+    spdlog::warn("fault tolerance: the meeting after step {}: {}", step + 1, ex.what());
+    ok = false;
+    close_group();
+  }
+  if (vote(step, all_ranks(ok), "meet").commit) {
+    outer_ = periodic_->save_outer();
+    return true;
+  }
+  // Voted down: every replica keeps the model it had before the meeting (the outer state
+  // too: outer_ is the last agreed one), as torchft lets a replica miss a sync round.
+  std::copy(before.begin(), before.end(), params.data());
+  spdlog::warn("fault tolerance: the meeting after step {} was voted down: skipped", step + 1);
+  close_group();
+  return false;
 }
 
 void ReplicaRun::finish(TrainResult& result, Checkpointer& ckpt, double seconds, int64_t start) {
@@ -471,14 +519,20 @@ TrainResult run_elastic_training(const RunOptions& options, comm::ProcessGroups&
   RunOptions replica = options;
   replica.parallel.layout.dp = 1;
   replica.checkpoint.async = false;
+  // local SGD / DiLoCo: the replicas meet over the epochs' groups (ReplicaRun), not over
+  // the replica's own DP group of one.
+  const bool periodic = options.parallel.periodic.mode != parallel::DpSyncMode::allreduce;
+  replica.parallel.periodic.mode = parallel::DpSyncMode::allreduce;
   std::unique_ptr<ops::Backend> backend =
       device::make_backend(replica.device, replica.backend, ctx.local_rank);
   Engine e(replica, groups, std::move(backend));
   e.slowdown = ctx.slowdown;
   e.layout.dp = options.parallel.layout.dp;
   e.layout.dp_rank = ctx.elastic->replica;
-  e.grad_scale = 1.0f / static_cast<float>(e.tokens_per_step());
-  ReplicaRun run(options, e, ctx);
+  // Each replica's gradient is the mean over its own tokens when it steps on its own.
+  e.grad_scale = static_cast<float>(periodic ? options.parallel.layout.dp : 1) /
+                 static_cast<float>(e.tokens_per_step());
+  ReplicaRun run(options, e, ctx, periodic);
   return run.run();
 }
 

@@ -15,7 +15,7 @@ mh_init multihost_fault_tolerance "$@"
 
 hosts_up ftol 2
 
-steps=900
+steps=4000
 run=$work/runs/ft
 write_spec "$work/ft.yaml" ft "{dp: 4, tp: 1, pp: 1}" \
   "training: {steps: $steps, micro_batch_size: 2, global_batch_size: 8}" \

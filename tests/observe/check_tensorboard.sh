@@ -50,18 +50,22 @@ n=$(ls "$work/runs/tb-check/tb" | grep -c '^events\.out\.tfevents\.')
 "$venv/bin/python" "$here/check_tensorboard.py" "$work/local" --window-means
 # runtime.fault_tolerance: replica 0 (the primary, which writes metrics.jsonl and tb/) is
 # killed mid-run; replica 1 takes over both, and TensorBoard still has every step once,
-# with the `replicas` scalar showing the membership change.
-"$bin" train "$work/job.yaml" --set "run_dir=$work/ft" --set training.steps=400 \
-  --set training.eval_every=0 --set checkpoint.every_steps=0 \
+# `replicas` included (the steps replica 1 trained alone while replica 0 restarted show 1;
+# a restart quick enough to join the very next epoch leaves none).
+"$bin" train "$work/job.yaml" --set "run_dir=$work/ft" --set training.steps=3000 \
+  --set parallel.pp=2 --set training.eval_every=0 --set checkpoint.every_steps=0 \
   --set runtime.fault_tolerance.enabled=true >/dev/null &
 ft_pid=$!
-for _ in $(seq 1 600); do
+last_ft_step() {
   [[ $(tail -n1 "$work/ft/metrics.jsonl" 2>/dev/null) =~ \"step\":([0-9]+) ]] &&
-    ((BASH_REMATCH[1] >= 40)) && break
-  sleep 0.05
-done
+    echo "${BASH_REMATCH[1]}" || echo 0
+}
+for _ in $(seq 1 600); do (($(last_ft_step) >= 40)) && break; sleep 0.05; done
 kill -KILL "$(grep -o 'worker started: pid [0-9]*' "$work/ft/logs/rank0.log" | tail -n1 | grep -o '[0-9]*$')"
+(($(last_ft_step) < 3000)) || { echo "FAILED: the fault-tolerant run ended before its primary was killed"; exit 1; }
 wait "$ft_pid" || { echo "FAILED: the fault-tolerant run failed"; exit 1; }
+grep -q '"generations":\[1,' "$work/ft/membership.jsonl" ||
+  { echo "FAILED: replica 0 never came back (restart 1) in $work/ft/membership.jsonl"; exit 1; }
 "$venv/bin/python" "$here/check_tensorboard.py" "$work/ft" --replicas-change
 # logging.tensorboard: false writes no tb/.
 "$bin" train "$work/job.yaml" --set logging.tensorboard=false --set "run_dir=$work/off" >/dev/null

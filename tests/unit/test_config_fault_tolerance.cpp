@@ -115,8 +115,10 @@ TEST_CASE("config: runtime.fault_tolerance refuses what it does not compose with
   }
   require_error("model: {moe: {num_experts: 4}}\nparallel: {dp: 2, ep: 2}\n" + ft,
                 "job.yaml:2:", "parallel.ep", {"parallel.ep: 1"});
-  require_error("parallel: {dp: 2, dp_sync: diloco, sync_every: 4}\n" + ft,
-                "job.yaml:1:", "parallel.dp_sync", {"diloco", "dp_sync: allreduce"});
+  require_error(
+      "parallel: {dp: 2, dp_sync: diloco, sync_every: 4}\n"
+      "runtime: {fault_tolerance: {enabled: true, replay: /m.jsonl}}\n",
+      "job.yaml:2:", "runtime.fault_tolerance.replay", {"replay with dp_sync diloco is not built"});
   require_error("parallel: {dp: 2, grad_compression: powersgd}\n" + ft,
                 "job.yaml:1:", "parallel.grad_compression", {"error feedback per replica"});
   require_error("precision: {compute: bf16}\nparallel: {dp: 2}\n" + ft,
