@@ -143,6 +143,7 @@ class ReplicaRun {
   // step; a meeting voted down is skipped (every replica keeps its own model) and the
   // next epoch forms. Returns false then.
   bool meet(int64_t step, bool last);
+  const data::StepBatch& batch_of(int64_t step);
   void close_group() {
     periodic_.reset();  // it holds the group
     group_.reset();
@@ -175,7 +176,12 @@ class ReplicaRun {
   std::vector<float> staging_;                        // the exchange's buffer, reused every step
   bool periodic_mode_ = false;                        // parallel.dp_sync local_sgd / diloco
   std::unique_ptr<parallel::PeriodicSync> periodic_;  // over group_, this epoch
-  std::vector<parallel::FlatState> outer_;            // DiLoCo's outer state, as last agreed
+  std::vector<parallel::FlatState> outer_;
+  std::optional<data::Prefetcher> prefetch_;
+  int64_t prefetched_ = -1;  // the step the prefetcher delivers next
+  std::optional<data::StepBatch> batch_;
+  int64_t batch_step_ =
+      -1;  // the step batch_ belongs to            // DiLoCo's outer state, as last agreed
 };
 
 void ReplicaRun::use_reporter(bool primary) {
@@ -370,10 +376,6 @@ TrainResult ReplicaRun::run() {
   const int64_t start = step;
   TrainResult result{.steps = std::max<int64_t>(step, 0)};
   StepTimer timer;
-  std::optional<data::Prefetcher> prefetch;
-  int64_t prefetched = -1;  // the step the prefetcher delivers next
-  std::optional<data::StepBatch> batch;
-  int64_t batch_step = -1;
   // local SGD / DiLoCo: each replica steps on its own gradients; only the tail travels.
   const auto n = periodic_mode_ ? size_t{0} : static_cast<size_t>(e_.gpt.params().total());
   const int replicas = options_.parallel.layout.dp;
@@ -391,16 +393,7 @@ TrainResult ReplicaRun::run() {
     }
     if (step >= steps) break;
     timer.begin_step();
-    if (batch_step != step) {
-      if (prefetched != step) {
-        prefetch.reset();
-        prefetch.emplace(*e_.dataset, e_.layout, step, steps);
-        prefetched = step;
-      }
-      batch = prefetch->next();
-      ++prefetched;
-      batch_step = step;
-    }
+    const data::StepBatch& batch = batch_of(step);
     const std::vector<int> counting = replay_ ? replay_->at(step + 1) : epoch_.replicas();
     const bool counted = std::find(counting.begin(), counting.end(), ec_.replica) != counting.end();
     const StepRequests asked{ctx_.should_stop && ctx_.should_stop(), ckpt.time_due(), true};
@@ -410,7 +403,7 @@ TrainResult ReplicaRun::run() {
     Engine::Gradients g;
     float tail[kTailSize] = {};
     try {
-      g = e_.compute_gradients(step, *batch, e_.step_dloss(1.0));
+      g = e_.compute_gradients(step, batch, e_.step_dloss(1.0));
       tail[kLossSum] = static_cast<float>(g.loss_sum);
       tail[kLossCount] = static_cast<float>(g.loss_count);
       tail[kStop] = asked.stop ? 1.0f : 0.0f;
@@ -461,6 +454,22 @@ TrainResult ReplicaRun::run() {
   }
   finish(result, ckpt, timer.elapsed_s(), std::max<int64_t>(start, 0));
   return result;
+}
+
+// Step `step`'s batch: the one held when the step is trained again after a vote went down,
+// else the prefetcher's next (started again at `step` after a heal moved the position).
+const data::StepBatch& ReplicaRun::batch_of(int64_t step) {
+  if (batch_step_ != step) {
+    if (prefetched_ != step) {
+      prefetch_.reset();
+      prefetch_.emplace(*e_.dataset, e_.layout, step, options_.training.steps);
+      prefetched_ = step;
+    }
+    batch_ = prefetch_->next();
+    ++prefetched_;
+    batch_step_ = step;
+  }
+  return *batch_;
 }
 
 bool ReplicaRun::meet(int64_t step, bool last) {
