@@ -320,8 +320,9 @@ void ReplicaRun::write_membership() {
 // The logged lines after metrics.jsonl's last one that this replica remembers: a primary
 // that died after a step committed could not write them.
 void ReplicaRun::fill_metrics() {
+  const int64_t through = logged_through();
   for (const auto& line : recent_) {
-    if (line.value("step", int64_t{0}) > logged_through()) reporter_->append(line);
+    if (line.value("step", int64_t{0}) > through) reporter_->append(line);
   }
 }
 

@@ -22,7 +22,8 @@ namespace {
 constexpr int kReplicas = 3, kStages = 2;
 
 fs::path write_ft_job(const fs::path& dir, const std::string& name, int steps,
-                      const std::string& ft_extra = "", int dp = kReplicas, int pp = kStages) {
+                      const std::string& ft_extra = "", int dp = kReplicas, int pp = kStages,
+                      int heartbeat_s = 10) {
   const fs::path file = dir / (name + ".yaml");
   // One job name for all: the exported model's metadata carries it.
   write_text(file, "name: ft\nrun_dir: runs/" + name +
@@ -35,8 +36,8 @@ fs::path write_ft_job(const fs::path& dir, const std::string& name, int steps,
                        "optimizer: {type: adamw, lr: 3.0e-3, warmup_steps: 5}\n"
                        "checkpoint: {every_steps: 50, keep_last: 2}\nlogging: {every_steps: 1}\n"
                        "runtime:\n  comm_timeout_s: 60\n  max_restarts: 1\n"
-                       "  fault_tolerance: {enabled: true, heartbeat_timeout_s: 10" +
-                       ft_extra + "}\n");
+                       "  fault_tolerance: {enabled: true, heartbeat_timeout_s: " +
+                       std::to_string(heartbeat_s) + ft_extra + "}\n");
   return file;
 }
 
@@ -178,10 +179,7 @@ TEST_CASE("fault tolerance: below min_replicas the job restarts from its checkpo
           "[launch][integration]") {
   TempDir dir("ft-quorum");
   const int steps = 400;
-  const fs::path job = write_ft_job(dir.path(), "quorum", steps, ", min_replicas: 2", 2, 1);
-  std::string text = read_text(job);
-  text.replace(text.find("heartbeat_timeout_s: 10"), 23, "heartbeat_timeout_s: 3");
-  write_text(job, text);
+  const fs::path job = write_ft_job(dir.path(), "quorum", steps, ", min_replicas: 2", 2, 1, 3);
   const fs::path run = dir / "runs/quorum";
   Proc p({"train", job.string()}, dir.path());
   REQUIRE(eventually([&] { return last_step(run / "metrics.jsonl") >= 60; }, 60s));
@@ -209,10 +207,7 @@ TEST_CASE(
   const int steps = 1200;
   // The heartbeat timeout also bounds the epoch's collectives: the survivors go on after 3 s
   // instead of runtime.comm_timeout_s (60 s here).
-  const fs::path job = write_ft_job(dir.path(), "hang", steps);
-  std::string text = read_text(job);
-  text.replace(text.find("heartbeat_timeout_s: 10"), 23, "heartbeat_timeout_s: 3");
-  write_text(job, text);
+  const fs::path job = write_ft_job(dir.path(), "hang", steps, "", kReplicas, kStages, 3);
   const fs::path run = dir / "runs/hang";
   Proc p({"train", job.string()}, dir.path());
   REQUIRE(eventually([&] { return last_step(run / "metrics.jsonl") >= 30; }, 60s));
