@@ -7,7 +7,6 @@
 #include "launch/rank_map.h"
 #include "launch_support.h"
 #include "memory_check.h"
-#include "plan/mixed_memory_plan.h"
 #include "stage_layers_text.h"
 #include "train/data_check.h"
 #include "train/init_from_check.h"
@@ -20,7 +19,6 @@ namespace trainctl::app {
 int cmd_validate(const std::filesystem::path& job, const std::vector<std::string>& overrides,
                  const launch::ClusterFlags& cluster_flags) {
   config::JobSpec spec = config::load_job_spec(job, overrides);
-  plan::check_memory_layout(spec);  // before the GPU checks: refused on any machine
   const std::string data_line = train::check_data(spec);
   const std::string init_line = train::check_init_from(spec);
   launch::ClusterPlacement cluster = launch::resolve_cluster(cluster_flags, launch::process_env());

@@ -45,8 +45,9 @@ float* ActivationArena::shared(const std::string& key, int64_t floats, MemoryUse
   return p;
 }
 
-int ActivationArena::begin_unit() {
+int ActivationArena::begin_unit(bool output_leaves) {
   units_.emplace_back();
+  output_leaves_ = output_leaves;
   return static_cast<int>(units_.size()) - 1;
 }
 
@@ -55,8 +56,6 @@ float* ActivationArena::keep(const std::string& key, int64_t floats, int slot) {
   if (units_.empty() || slot < 0) {
     throw std::logic_error("ActivationArena::keep('" + key + "') outside a unit");
   }
-  auto& slots = units_.back();
-  if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
   const bool first = shared_.count("kept." + key) == 0;
   float* working = shared("kept." + key, floats, MemoryUse::workspace);
   // Every value a product reads there was rounded to the kept type by its producer (or
@@ -66,9 +65,31 @@ float* ActivationArena::keep(const std::string& key, int64_t floats, int slot) {
     backend_->note_matmul_exact(working, static_cast<size_t>(floats));
     exact_.push_back(working);
   }
-  void* bits = take_bytes(floats * static_cast<int64_t>(dtype_size(kept_)), MemoryUse::activations);
-  slots[static_cast<size_t>(slot)].push_back({working, bits, floats});
+  store(working, floats, slot, false);
   return working;
+}
+
+float* ActivationArena::keep_output(int64_t floats, int slot) {
+  if (!packs() && !output_leaves_) return take(floats, MemoryUse::activations);
+  if (units_.empty() || slot < 0) {
+    throw std::logic_error("ActivationArena::keep_output outside a unit");
+  }
+  // Block b reads block b-1's output while it writes its own: two working buffers.
+  const std::string key = units_.size() % 2 == 1 ? "kept.output.even" : "kept.output.odd";
+  float* working = shared(key, floats, MemoryUse::workspace);
+  if (!output_leaves_) store(working, floats, slot, true);
+  return working;
+}
+
+void ActivationArena::store(float* working, int64_t floats, int slot, bool output) {
+  auto& slots = units_.back();
+  if (slots.size() <= static_cast<size_t>(slot)) slots.resize(static_cast<size_t>(slot) + 1);
+  void* bits = take_kept(floats, MemoryUse::activations);
+  slots[static_cast<size_t>(slot)].push_back({working, bits, floats, output});
+}
+
+void* ActivationArena::take_kept(int64_t floats, MemoryUse use) {
+  return take_bytes(floats * static_cast<int64_t>(dtype_size(kept_)), use);
 }
 
 const std::vector<ActivationArena::Stored>& ActivationArena::stored(int unit, int slot) const {
@@ -86,7 +107,17 @@ void ActivationArena::pack(int unit, int slot) {
 
 void ActivationArena::unpack(int unit, int slot) {
   for (const Stored& s : stored(unit, slot)) {
-    backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
+    if (!s.output) {
+      backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
+    }
+  }
+}
+
+void ActivationArena::unpack_output(int unit, int slot) {
+  for (const Stored& s : stored(unit, slot)) {
+    if (s.output) {
+      backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
+    }
   }
 }
 

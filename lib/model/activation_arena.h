@@ -17,8 +17,14 @@
 // 16-bit store of it: pack() after the block's forward, unpack() before its recompute and
 // backward. The producers round every kept value to the 16-bit type as they write it
 // (ModelContext::round_kept), so packing and unpacking are exact and recomputation still
-// gives the bits of `none`. The block output (the next block's input, sent between pipeline
-// stages), norm statistics, log-sum-exp and MoE buffers stay fp32 (take()).
+// gives the bits of `none`. Norm statistics, log-sum-exp and MoE buffers stay fp32 (take()).
+//
+// The residual stream between blocks is kept the same way, with two differences
+// (keep_output): block b's output is block b+1's input, so its fp32 working buffer must
+// outlive block b+1's forward, and there are two of them, by the parity of the unit; and it
+// is unpacked on its own (unpack_output), before the backward of the block that reads it.
+// A chunk's input and its last block's output cross pipeline stages in their 16-bit stores
+// (take_kept; Gpt::input_buffer, Gpt::forward_chunk), as Megatron-LM sends bf16.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -56,16 +62,25 @@ class ActivationArena {
   // std::logic_error when a later request wants more floats or another purpose.
   float* shared(const std::string& key, int64_t floats, MemoryUse use);
   // The buffers of the next block (unit) asking for kept activations: later keep() calls
-  // belong to it. Returns its index (0, 1, ... in call order).
-  int begin_unit();
+  // belong to it. Returns its index (0, 1, ... in call order). `output_leaves`: its
+  // output is read by no backward (it leaves the pipeline stage): keep_output gives it the
+  // working buffer of its parity alone, in fp32 and 16 bits alike.
+  int begin_unit(bool output_leaves = false);
   // An activation the backward reads, of micro-batch `slot` of the current unit (see the
   // top of this file). `key` is one buffer of the unit (the same keys in every unit).
   float* keep(const std::string& key, int64_t floats, int slot);
   bool packs() const { return kept_ != DType::fp32; }
-  // 16 bits: save the unit's working set of `slot` into its store / fill it back. Nothing
-  // in fp32.
+  // The current unit's output for micro-batch `slot` (see the top of this file): in 16 bits
+  // the working buffer of the unit's parity, stored with the unit's pack().
+  float* keep_output(int64_t floats, int slot);
+  // A buffer of `floats` values of the kept type (16-bit stores, or fp32).
+  void* take_kept(int64_t floats, MemoryUse use);
+  // 16 bits: save the unit's working set and output of `slot` into their stores / fill the
+  // working set back / fill the output's working buffer back. Nothing in fp32.
   void pack(int unit, int slot);
   void unpack(int unit, int slot);
+  void unpack_output(int unit, int slot);
+  DType kept() const { return kept_; }
   // What has been handed out so far (params left 0).
   const GptMemoryFloats& floats() const { return floats_; }
 
@@ -79,7 +94,10 @@ class ActivationArena {
     float* working;  // the key's fp32 buffer
     void* bits;      // this (unit, slot)'s 16-bit copy
     int64_t floats;
+    bool output = false;  // keep_output's: unpacked by unpack_output only
   };
+  // Registers the (current unit, slot) store of `working`.
+  void store(float* working, int64_t floats, int slot, bool output);
   const std::vector<Stored>& stored(int unit, int slot) const;
   void* take_bytes(int64_t bytes, MemoryUse use);
 
@@ -88,6 +106,7 @@ class ActivationArena {
   std::vector<void*> owned_;
   std::vector<const float*> exact_;                      // working buffers noted matmul-exact
   std::vector<std::vector<std::vector<Stored>>> units_;  // [unit][slot]
+  bool output_leaves_ = false;                           // of the current unit
   std::map<std::string, Shared> shared_;
   GptMemoryFloats floats_;
 };

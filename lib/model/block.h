@@ -87,7 +87,9 @@ class Block {
   virtual std::vector<int> piece_starts() const = 0;
   virtual void allocate(ActivationArena& arena, int slots) = 0;
   // Runs the block on input x [N,C]; returns its output (kept in the slot until its
-  // backward).
+  // backward; with 16-bit kept activations in the slot's store, and the pointer a working
+  // buffer valid until the next block after this one runs, or ActivationArena::
+  // unpack_output fills it again).
   virtual const float* forward(int slot, const float* x) = 0;
   virtual const float* output(int slot) const = 0;
   // Refills what recomputation dropped from the slot, just before backward.

@@ -10,6 +10,17 @@ namespace trainctl::model {
 
 namespace {
 
+// Each chunk's slots: options.chunk_slots, or options.slots for every chunk.
+std::vector<int> slots_per_chunk(const GptOptions& options, const GptShardSpec& shard) {
+  const size_t chunks = shard.chunks.size();
+  if (options.chunk_slots.empty()) return std::vector<int>(chunks, options.slots);
+  if (options.chunk_slots.size() != chunks) {
+    throw std::invalid_argument("Gpt: chunk_slots needs one entry per chunk (" +
+                                std::to_string(chunks) + ")");
+  }
+  return options.chunk_slots;
+}
+
 void check_sequence_parallel(const ModelContext& ctx) {
   if (!ctx.sequence_parallel) return;
   if (ctx.shard.tp_size < 2 || ctx.T % ctx.shard.tp_size != 0) {
@@ -61,6 +72,9 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
     throw std::invalid_argument("Gpt: a tensor-parallel shard needs its TP communicator");
   }
   if (options.slots < 1) throw std::invalid_argument("Gpt: slots must be >= 1");
+  for (int n : options.chunk_slots) {
+    if (n < 1) throw std::invalid_argument("Gpt: every chunk needs a slot");
+  }
   check_tp_divisible(config, tp);
   if (ctx_.cp.active()) {
     if (options.cp_group == nullptr || options.cp_group->size() != ctx_.cp.cp ||
@@ -83,7 +97,7 @@ Gpt::Gpt(const ModelConfig& config, ops::Backend& backend, int batch, int seq_le
   } else {
     params_.allocate();
   }
-  parts_.allocate(ctx_, arena_, options.slots);
+  parts_.allocate(ctx_, arena_, slots_per_chunk(options, ctx_.shard));
   ctx_.sp_rows = parts_.sp_rows;
   // Gradient pieces (grad_pieces): the tied copy's, each block's from the last, the
   // embeddings'.
@@ -106,7 +120,7 @@ GptMemoryFloats gpt_memory_floats(const ModelConfig& config, const GptOptions& o
   ParamList list(ctx.shard);
   ModelParts parts = compose_model(ctx, list);
   ActivationArena arena(nullptr, options.kept_activations);
-  parts.allocate(ctx, arena, options.slots);
+  parts.allocate(ctx, arena, slots_per_chunk(options, ctx.shard));
   GptMemoryFloats m = arena.floats();
   m.params = flat_size(list.specs());
   return m;
@@ -116,6 +130,18 @@ void Gpt::init_weights(uint64_t seed) { params_.initialize(seed); }
 
 int64_t Gpt::boundary_floats() const { return static_cast<int64_t>(ctx_.rows_C()); }
 
+int64_t Gpt::boundary_bytes() const {
+  return boundary_floats() * static_cast<int64_t>(dtype_size(arena_.kept()));
+}
+
+void Gpt::store_boundary(void* dst, const float* src) {
+  backend().cast(dst, arena_.kept(), src, DType::fp32, static_cast<size_t>(boundary_floats()));
+}
+
+void Gpt::copy_boundary(void* dst, const void* src) {
+  backend().cast(dst, arena_.kept(), src, arena_.kept(), static_cast<size_t>(boundary_floats()));
+}
+
 void Gpt::check_slot(int chunk, int slot) const {
   if (chunk < 0 || chunk >= num_chunks() || slot < 0 ||
       slot >= static_cast<int>(parts_.inputs[static_cast<size_t>(chunk)].size())) {
@@ -124,7 +150,7 @@ void Gpt::check_slot(int chunk, int slot) const {
   }
 }
 
-float* Gpt::input_buffer(int chunk, int slot) {
+void* Gpt::input_buffer(int chunk, int slot) {
   check_slot(chunk, slot);
   return parts_.inputs[static_cast<size_t>(chunk)][static_cast<size_t>(slot)];
 }
@@ -204,7 +230,10 @@ int Gpt::head_weight() const {
 
 const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
                                 bool backward, float grad_scale, ChunkLoss* loss) {
-  float* input = input_buffer(chunk, slot);
+  // 16-bit kept activations: the chunk reads its input through the fp32 working buffer.
+  void* stored = input_buffer(chunk, slot);
+  const bool packs = arena_.packs();
+  float* input = packs ? parts_.input_working : static_cast<float*>(stored);
   ctx_.grad_scale = backward ? grad_scale : 0.0f;  // for losses inside blocks (MoE aux)
   if (has_embedding(chunk)) {
     // Each TP rank embeds the tokens of its vocabulary rows; the allreduce sums (under
@@ -218,6 +247,10 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
     } else {
       ctx_.tp_allreduce(input, ctx_.NC());
     }
+    ctx_.round_kept(input, ctx_.rows_C());
+    if (packs && backward) backend().cast(stored, arena_.kept(), input, DType::fp32, ctx_.rows_C());
+  } else if (packs) {
+    backend().cast(input, DType::fp32, stored, arena_.kept(), ctx_.rows_C());
   }
   const float* x = input;
   const int first = parts_.chunk_first_block[static_cast<size_t>(chunk)];
@@ -228,7 +261,7 @@ const float* Gpt::forward_chunk(int chunk, int slot, const int32_t* tokens, cons
     x = parts_.blocks[static_cast<size_t>(b)]->forward(slot, x);
     if (backward) arena_.pack(b, slot);  // 16-bit kept activations: into the slot's store
   }
-  if (!has_head(chunk)) return x;
+  if (!has_head(chunk)) return x;  // the last block's working buffer (ModelParts::allocate)
   observe::TraceScope trace(trace_, "forward.lm_head", "compute", layer_fields(-1, chunk));
   resident_hook(true, ResidentUse::head_forward, backward);
   parts_.head->forward(slot, x, targets, backward, grad_scale, loss);
@@ -248,12 +281,15 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     ModelContext& ctx;
     ~Undefer() { ctx.defer = nullptr; }
   } undefer{ctx_};
-  const float* input = input_buffer(chunk, slot);
+  void* stored = input_buffer(chunk, slot);
+  const bool packs = arena_.packs();
+  float* input = packs ? parts_.input_working : static_cast<float*>(stored);
   float* dres = parts_.dres;
   const int first = parts_.chunk_first_block[static_cast<size_t>(chunk)];
   const int end = first + ctx_.shard.chunks[static_cast<size_t>(chunk)].size();
   auto& blocks = parts_.blocks;
   if (has_head(chunk)) {
+    if (packs && end > first) arena_.unpack_output(end - 1, slot);
     resident_hook(true, ResidentUse::head_backward, true);
     parts_.head->backward(slot, blocks[static_cast<size_t>(end) - 1]->output(slot), dres);
     resident_hook(false, ResidentUse::head_backward, true);
@@ -264,6 +300,11 @@ const float* Gpt::backward_chunk(int chunk, int slot, const int32_t* tokens, boo
     if (block_hooks_.before_backward) block_hooks_.before_backward(b);
     {
       observe::TraceScope trace(trace_, "backward", "compute", layer_fields(b, chunk));
+      if (packs && b == first) {  // 16 bits: this block's input back into its working buffer
+        backend().cast(input, DType::fp32, stored, arena_.kept(), ctx_.rows_C());
+      } else if (packs) {
+        arena_.unpack_output(b - 1, slot);
+      }
       arena_.unpack(b, slot);
       block.recompute(slot, x);
       const PieceReport pieces =

@@ -63,6 +63,9 @@ struct GptOptions {
   comm::Communicator* cp_group = nullptr;
   comm::Communicator* ep = nullptr;  // the ep group (required when shard.ep_size > 1)
   int slots = 1;                     // micro-batches in flight per chunk
+  // Per chunk where the schedule holds a different number of each (interleaved): replaces
+  // `slots` when not empty (one entry per chunk, each >= 1).
+  std::vector<int> chunk_slots;
   Recompute recompute = Recompute::none;
   // Sequence parallelism (Korthikanti et al. 2022; needs shard.tp_size > 1 dividing
   // seq_len): the residual stream, the norms and the stage boundaries hold batch *
@@ -120,19 +123,31 @@ class Gpt {
   int num_chunks() const { return static_cast<int>(ctx_.shard.chunks.size()); }
   bool has_embedding(int chunk) const { return ctx_.shard.embedding && chunk == 0; }
   bool has_head(int chunk) const { return ctx_.shard.head && chunk == num_chunks() - 1; }
-  // Floats in one stage-boundary activation or gradient: batch * seq_len * d_model (/ tp
+  // Values in one stage-boundary activation or gradient: batch * seq_len * d_model (/ tp
   // under sequence parallelism).
   int64_t boundary_floats() const;
+  // Bytes of one boundary activation as the model keeps and sends it: boundary_floats()
+  // values of the kept type (GptOptions::kept_activations: 16-bit stores, as Megatron-LM
+  // sends bf16, or fp32). Gradients cross stages in fp32 (output_grad_buffer).
+  int64_t boundary_bytes() const;
   // Where the previous stage's output for (chunk, slot) must be written before
-  // forward_chunk (chunks without the embedding).
-  float* input_buffer(int chunk, int slot);
+  // forward_chunk (chunks without the embedding): boundary_bytes() bytes.
+  void* input_buffer(int chunk, int slot);
+  // Writes a chunk's output (forward_chunk's, fp32) as a boundary activation
+  // (boundary_bytes() at dst: a staging buffer, or the next chunk's input_buffer).
+  void store_boundary(void* dst, const float* src);
+  // Copies one boundary activation (boundary_bytes()) from src to dst: a staged output into
+  // the next chunk's input_buffer where both run here (zbv's turn of the V).
+  void copy_boundary(void* dst, const void* src);
   using ChunkLoss = model::ChunkLoss;
   // Forward of `chunk` on the micro-batch in `slot`. tokens: needed by the embedding chunk
   // (and kept by the caller until that chunk's backward); targets: by the head chunk,
   // which also computes the loss (added to *loss) and, if `backward`, the gradient of the
   // loss sum scaled by grad_scale (kept in the slot for backward_chunk; the tied
-  // embedding's share accumulates now). Returns the output activation (in the slot, valid
-  // until its backward), or nullptr for the head chunk.
+  // embedding's share accumulates now). Returns the output activation (boundary_floats()
+  // fp32), or nullptr for the head chunk. It is not kept: the backward never reads it, and
+  // the buffer is valid only until the next forward_chunk; the caller stages it
+  // (store_boundary) for the next stage, as Megatron-LM frees a stage's output once sent.
   const float* forward_chunk(int chunk, int slot, const int32_t* tokens, const int32_t* targets,
                              bool backward, float grad_scale, ChunkLoss* loss);
   // Where the next stage's gradient of this chunk's output must be written before

@@ -1,5 +1,7 @@
 #include "model/model_parts.h"
 
+#include <stdexcept>
+
 #include "model/block_factory.h"
 
 namespace trainctl::model {
@@ -19,7 +21,11 @@ ModelParts compose_model(const ModelContext& ctx, ParamList& params) {
   return parts;
 }
 
-void ModelParts::allocate(const ModelContext& ctx, ActivationArena& arena, int slots) {
+void ModelParts::allocate(const ModelContext& ctx, ActivationArena& arena,
+                          const std::vector<int>& slots) {
+  if (slots.size() != chunk_first_block.size()) {
+    throw std::invalid_argument("ModelParts: one slot count per chunk");
+  }
   // Between blocks (and stages) the residual stream: rows() rows per rank.
   const auto NC = static_cast<int64_t>(ctx.rows_C());
   dres = arena.shared("model.dres", NC, MemoryUse::workspace);
@@ -28,16 +34,28 @@ void ModelParts::allocate(const ModelContext& ctx, ActivationArena& arena, int s
     sp_full = arena.shared("sp.full", static_cast<int64_t>(ctx.NC()), MemoryUse::workspace);
   }
   // Each block is one unit of kept activations (ActivationArena::begin_unit): unit b is
-  // blocks[b], which Gpt packs after its forward and unpacks before its backward.
-  for (const auto& block : blocks) {
-    arena.begin_unit();
-    block->allocate(arena, slots);
+  // blocks[b], which Gpt packs after its forward and unpacks before its backward. The last
+  // block of a chunk without the head keeps no output: it leaves the chunk, staged by the
+  // pipeline executor (Gpt::forward_chunk).
+  for (size_t c = 0; c < chunk_first_block.size(); ++c) {
+    const auto first = static_cast<size_t>(chunk_first_block[c]);
+    const size_t end = c + 1 < chunk_first_block.size()
+                           ? static_cast<size_t>(chunk_first_block[c + 1])
+                           : blocks.size();
+    const bool head_here = head != nullptr && c + 1 == chunk_first_block.size();
+    for (size_t b = first; b < end; ++b) {
+      arena.begin_unit(b + 1 == end && !head_here);
+      blocks[b]->allocate(arena, slots[c]);
+    }
   }
-  if (head) head->allocate(arena, slots);
-  inputs.assign(ctx.shard.chunks.size(), {});
-  for (auto& chunk : inputs) {
-    for (int s = 0; s < slots; ++s) chunk.push_back(arena.take(NC, MemoryUse::activations));
+  if (head) head->allocate(arena, slots.back());
+  inputs.assign(chunk_first_block.size(), {});
+  for (size_t c = 0; c < inputs.size(); ++c) {
+    for (int s = 0; s < slots[c]; ++s) {
+      inputs[c].push_back(arena.take_kept(NC, MemoryUse::activations));
+    }
   }
+  if (arena.packs()) input_working = arena.shared("kept.input", NC, MemoryUse::workspace);
 }
 
 std::vector<ParamSpec> gpt_param_specs(const ModelConfig& config, const GptShardSpec& shard) {

@@ -22,16 +22,19 @@ struct ModelParts {
   std::unique_ptr<LmHead> head;                // last stage only
   // Buffers between the parts: d(block output) flowing down through the blocks (shared by
   // chunks and slots), and each chunk's input per slot (the embedding's output, or the
-  // previous stage's).
+  // previous stage's), of the kept type: with 16-bit kept activations a store, which the
+  // chunk's first block reads through the fp32 `input_working` (ActivationArena).
   float* dres = nullptr;
-  std::vector<std::vector<float*>> inputs;  // [chunk][slot]
+  std::vector<std::vector<void*>> inputs;  // [chunk][slot]
+  float* input_working = nullptr;          // 16-bit kept activations only
   // Sequence parallelism's scratch (ModelContext::sp_rows, [rows(),C]) and [N,C] buffer
   // (the embedding's output before its reduce-scatter, d(input) gathered for its backward;
   // the blocks' gathered d(branch output); the head's d(norm output)).
   float* sp_rows = nullptr;
   float* sp_full = nullptr;
 
-  void allocate(const ModelContext& ctx, ActivationArena& arena, int slots);
+  // `slots[c]`: the micro-batches chunk c keeps in flight.
+  void allocate(const ModelContext& ctx, ActivationArena& arena, const std::vector<int>& slots);
 };
 
 // Declares every part of ctx.shard in `params`, in flat-buffer order.

@@ -58,9 +58,8 @@ void TransformerBlock::allocate(ActivationArena& arena, int slots) {
       a.res1 = arena.keep("block.res1", RC, s);
       a.n2 = norm2_.keep(arena, "block.norm2", s);
     }
-    // The block output stays fp32 and out of the 16-bit stores: it is the next block's
-    // input, and may still be on its way to the next pipeline stage.
-    a.res2 = arena.take(RC, MemoryUse::activations);
+    // The block output: the next block's input (ActivationArena::keep_output).
+    a.res2 = arena.keep_output(RC, s);
     acts_.push_back(a);
   }
 }
@@ -74,7 +73,10 @@ void TransformerBlock::run_forward(Acts& a, int slot, const float* x, bool outpu
   ctx_.round_kept(a.res1, NC);
   norm2_.forward(a.n2, a.res1);
   ffn_->forward(slot, a.n2.out, branch_out_);
-  if (output) be.add(a.res2, a.res1, branch_out_, NC);
+  if (output) {
+    be.add(a.res2, a.res1, branch_out_, NC);
+    ctx_.round_kept(a.res2, NC);
+  }
 }
 
 const float* TransformerBlock::forward(int slot, const float* x) {

@@ -52,7 +52,8 @@ class TransformerBlock final : public Block {
     NormActs n1;
     float* res1;  // [N,C] the residual stream after the mixer
     NormActs n2;
-    float* res2;  // [N,C] the block output: always kept
+    float* res2;  // [N,C] the block output: always kept (in 16 bits, a working buffer the
+                  // model unpacks before the next block's backward reads it)
   };
   // `output`: also write res2 (not when recomputing: it may still be on its way to the
   // next pipeline stage).

@@ -37,10 +37,10 @@ int max_chunk(const std::vector<Instruction>& program) {
 // (chunk, micro-batch) holds from its forward (or the receive before it) to its backward.
 class ActivationSlots {
  public:
-  ActivationSlots(int chunks, int slots, int micro_batches)
-      : free_(static_cast<size_t>(chunks)), micro_batches_(micro_batches) {
-    for (auto& f : free_) {
-      for (int s = slots - 1; s >= 0; --s) f.push_back(s);
+  ActivationSlots(const std::vector<int>& slots, int micro_batches)
+      : free_(slots.size()), micro_batches_(micro_batches) {
+    for (size_t c = 0; c < slots.size(); ++c) {
+      for (int s = slots[c] - 1; s >= 0; --s) free_[c].push_back(s);
     }
   }
   // Gives `i`'s (chunk, micro-batch) a free slot of its chunk.
@@ -85,30 +85,35 @@ struct PipelineExecutor::Step {
         data(batch),
         grad_scale(scale),
         before_final_backward(on_final_backward),
-        bytes(static_cast<size_t>(x.gpt_.boundary_floats()) * sizeof(float)),
-        slots(x.gpt_.num_chunks(), activation_slots_needed(x.program_), x.micro_batches_),
-        backwards_done(static_cast<size_t>(x.gpt_.num_chunks()), 0) {}
+        act_bytes(static_cast<size_t>(x.gpt_.boundary_bytes())),
+        grad_bytes(static_cast<size_t>(x.gpt_.boundary_floats()) * sizeof(float)),
+        slots(activation_slots_per_chunk(x.program_, x.gpt_.num_chunks()), x.micro_batches_),
+        backwards_done(static_cast<size_t>(x.gpt_.num_chunks()), 0),
+        activations(x.activation_staging_),
+        grads(x.grad_staging_) {}
 
   PipelineExecutor& x;  // the executor running the step
   const std::function<MicroBatchData(int mb)>& data;
   float grad_scale;
   const std::function<void()>& before_final_backward;
-  size_t bytes;  // one boundary activation or gradient
+  size_t act_bytes;   // one boundary activation, as the model keeps it
+  size_t grad_bytes;  // one boundary gradient (fp32)
   ActivationSlots slots;
   PipelineStepResult result;
   model::Gpt::ChunkLoss loss;
-  std::map<int, const float*> output_of;  // ActivationSlots::key
-  std::map<int, std::unique_ptr<comm::PendingSend>> activation_sends;
+  // Each forward's output staged for its send or hand-over (ActivationSlots::key).
+  std::map<int, void*> output_of;
   std::vector<int> backwards_done;  // per chunk
   bool final_started = false;
   // B done, W not yet: each (chunk, micro-batch)'s kept weight-gradient work
   // (ActivationSlots::key).
   std::map<int, std::unique_ptr<model::DeferredWeightGrads>> weights_pending;
   const float* input_grad = nullptr;  // of the last backward
-  size_t grad_sends = 0;
+  // Outgoing activations and gradients (parallel/boundary_staging.h).
+  StagingPool activations, grads;
   // Input gradients handed to another chunk of this stage, by the receiver's
   // ActivationSlots::key (staging buffers, as for sends).
-  std::map<int, float*> local_grads;
+  std::map<int, void*> local_grads;
 
   void execute(const Instruction& ins);
   void recv_activation(const Instruction& ins);
@@ -118,27 +123,33 @@ struct PipelineExecutor::Step {
   void backward(const Instruction& ins);
   void backward_weight(const Instruction& ins);
   void send_grad(const Instruction& ins);
-  // A staging buffer (the step's next) holding a copy of `grad`.
-  float* stage_grad(const float* grad);
+  // A gradient staging buffer holding a copy of `grad`.
+  void* stage_grad(const float* grad);
 };
 
-int activation_slots_needed(const std::vector<Instruction>& program) {
-  std::vector<int> live(static_cast<size_t>(max_chunk(program)) + 1, 0);
-  int peak = 0;
+std::vector<int> activation_slots_per_chunk(const std::vector<Instruction>& program, int chunks) {
+  std::vector<int> live(static_cast<size_t>(std::max(chunks, max_chunk(program) + 1)), 0);
+  std::vector<int> peak(live.size(), 1);
   for (const Instruction& i : program) {
     // A slot is held from F to the backward, or to W where B and W are split.
+    const auto c = static_cast<size_t>(i.chunk);
     if (i.kind == OpKind::forward) {
-      peak = std::max(peak, ++live[static_cast<size_t>(i.chunk)]);
+      peak[c] = std::max(peak[c], ++live[c]);
     } else if (i.kind == OpKind::backward || i.kind == OpKind::backward_weight) {
-      --live[static_cast<size_t>(i.chunk)];
+      --live[c];
     }
   }
-  return std::max(peak, 1);
+  return peak;
+}
+
+int activation_slots_needed(const std::vector<Instruction>& program) {
+  const std::vector<int> per_chunk = activation_slots_per_chunk(program, 1);
+  return *std::max_element(per_chunk.begin(), per_chunk.end());
 }
 
 PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
                                    std::vector<Instruction> program, int num_micro_batches,
-                                   model::ChunkOrder order)
+                                   model::ChunkOrder order, int staging)
     : gpt_(gpt),
       pp_(pp),
       program_(std::move(program)),
@@ -152,14 +163,19 @@ PipelineExecutor::PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp,
   if (micro_batches_ >= (1 << 16) || gpt_.num_chunks() * stages_ >= (1 << 14)) {
     throw std::invalid_argument("pipeline: at most 65535 micro-batches and 16383 virtual stages");
   }
-  const auto floats = static_cast<size_t>(gpt_.boundary_floats());
-  for (int i = grad_staging_buffers(program_); i > 0; --i) {
-    grad_staging_.push_back(static_cast<float*>(gpt_.backend().alloc(floats * sizeof(float))));
+  if (staging < 1 && !program_.empty()) {
+    throw std::invalid_argument("pipeline: at least one staging buffer of each kind");
+  }
+  const auto grad_bytes = static_cast<size_t>(gpt_.boundary_floats()) * sizeof(float);
+  for (int i = staging; i > 0; --i) {
+    grad_staging_.push_back(gpt_.backend().alloc(grad_bytes));
+    activation_staging_.push_back(gpt_.backend().alloc(static_cast<size_t>(gpt_.boundary_bytes())));
   }
 }
 
 PipelineExecutor::~PipelineExecutor() {
-  for (float* p : grad_staging_) gpt_.backend().free(p);
+  for (void* p : grad_staging_) gpt_.backend().free(p);
+  for (void* p : activation_staging_) gpt_.backend().free(p);
 }
 
 int weight_grads_held(const std::vector<Instruction>& program) {
@@ -171,19 +187,6 @@ int weight_grads_held(const std::vector<Instruction>& program) {
   return peak;
 }
 
-int grad_staging_buffers(const std::vector<Instruction>& program) {
-  int n = 0;
-  for (size_t i = 0; i < program.size(); ++i) {
-    const Instruction& ins = program[i];
-    n += ins.kind == OpKind::send_grad ? 1 : 0;
-    // A chunk > 0 is never the first virtual stage: a backward of it with no send_grad
-    // after it hands its input gradient to this stage's other chunk (zbv's turn).
-    const bool sent = i + 1 < program.size() && program[i + 1].kind == OpKind::send_grad;
-    n += is_input_backward(ins.kind) && ins.chunk > 0 && !sent ? 1 : 0;
-  }
-  return n;
-}
-
 int PipelineExecutor::local_chunk(int v) const {
   if (v < 0 || v >= gpt_.num_chunks() * stages_) return -1;
   const model::ChunkPlace place = model::place_of_virtual_stage(order_, v, stages_);
@@ -193,13 +196,6 @@ int PipelineExecutor::local_chunk(int v) const {
 uint32_t PipelineExecutor::tag(bool gradient, int micro_batch, int vstage) const {
   return (gradient ? 1u << 30 : 0u) | static_cast<uint32_t>(vstage) << 16 |
          static_cast<uint32_t>(micro_batch);
-}
-
-void PipelineExecutor::wait_all_sends(double* idle_s) {
-  timed(idle_s, [&] {
-    for (auto& s : sends_) s->wait();
-  });
-  sends_.clear();
 }
 
 void PipelineExecutor::Step::execute(const Instruction& ins) {
@@ -234,7 +230,7 @@ void PipelineExecutor::Step::execute(const Instruction& ins) {
 void PipelineExecutor::Step::recv_activation(const Instruction& ins) {
   const int s = slots.take(ins);
   timed(&result.idle_s, [&] {
-    x.pp_.recv(x.gpt_.input_buffer(ins.chunk, s), bytes, ins.peer_stage,
+    x.pp_.recv(x.gpt_.input_buffer(ins.chunk, s), act_bytes, ins.peer_stage,
                x.tag(false, ins.micro_batch, x.virtual_stage(ins.chunk)));
   });
 }
@@ -250,23 +246,33 @@ void PipelineExecutor::Step::forward(const Instruction& ins) {
       throw std::logic_error("pipeline: " + describe(ins) + " before its chunk " +
                              std::to_string(from) + " forward");
     }
-    x.gpt_.backend().copy(x.gpt_.input_buffer(ins.chunk, s), out->second,
-                          static_cast<size_t>(x.gpt_.boundary_floats()));
+    x.gpt_.copy_boundary(x.gpt_.input_buffer(ins.chunk, s), out->second);
+    activations.give_back(out->second);
+    output_of.erase(out);
   }
   const MicroBatchData d = data(ins.micro_batch);
-  output_of[slots.key(ins)] =
+  const float* out =
       x.gpt_.forward_chunk(ins.chunk, s, d.tokens, d.targets, true, grad_scale, &loss);
+  if (out != nullptr) {  // not the last virtual stage: staged for its send or hand-over
+    void* staged = activations.take(&result.idle_s);
+    x.gpt_.store_boundary(staged, out);
+    output_of[slots.key(ins)] = staged;
+  }
 }
 
 void PipelineExecutor::Step::send_activation(const Instruction& ins) {
-  const int k = slots.key(ins);
-  activation_sends[k] = x.pp_.isend(output_of.at(k), bytes, ins.peer_stage,
-                                    x.tag(false, ins.micro_batch, x.virtual_stage(ins.chunk) + 1));
+  auto out = output_of.find(slots.key(ins));
+  if (out == output_of.end())
+    throw std::logic_error("pipeline: " + describe(ins) + " before its forward");
+  activations.sent(out->second,
+                   x.pp_.isend(out->second, act_bytes, ins.peer_stage,
+                               x.tag(false, ins.micro_batch, x.virtual_stage(ins.chunk) + 1)));
+  output_of.erase(out);
 }
 
 void PipelineExecutor::Step::recv_grad(const Instruction& ins) {
   timed(&result.idle_s, [&] {
-    x.pp_.recv(x.gpt_.output_grad_buffer(), bytes, ins.peer_stage,
+    x.pp_.recv(x.gpt_.output_grad_buffer(), grad_bytes, ins.peer_stage,
                x.tag(true, ins.micro_batch, x.virtual_stage(ins.chunk)));
   });
 }
@@ -286,8 +292,9 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
       throw std::logic_error("pipeline: " + describe(ins) + " before the backward of chunk " +
                              std::to_string(x.local_chunk(v + 1)));
     }
-    x.gpt_.backend().copy(x.gpt_.output_grad_buffer(), given->second,
+    x.gpt_.backend().copy(x.gpt_.output_grad_buffer(), static_cast<const float*>(given->second),
                           static_cast<size_t>(x.gpt_.boundary_floats()));
+    grads.give_back(given->second);
     local_grads.erase(given);
   }
   model::DeferredWeightGrads* later = nullptr;
@@ -303,16 +310,9 @@ void PipelineExecutor::Step::backward(const Instruction& ins) {
     receiver.chunk = to;
     local_grads[slots.key(receiver)] = stage_grad(input_grad);
   }
-  // The slot is free once the activation it sent has left, and, after a B, once its W has
-  // run: W may read the linear layers' inputs where the forward left them in the slot
-  // (model/deferred_weight_grads.h).
-  auto sent = activation_sends.find(k);
-  if (sent != activation_sends.end()) {
-    timed(&result.idle_s, [&] { sent->second->wait(); });
-    activation_sends.erase(sent);
-  }
+  // The slot is free now or, after a B, once its W has run: W may read the linear layers'
+  // inputs where the forward left them in the slot (model/deferred_weight_grads.h).
   if (ins.kind != OpKind::backward_input) slots.release(ins, s);
-  output_of.erase(k);
 }
 
 void PipelineExecutor::Step::backward_weight(const Instruction& ins) {
@@ -335,19 +335,17 @@ std::unique_ptr<model::DeferredWeightGrads> PipelineExecutor::take_weight_grads(
   return kept;
 }
 
-float* PipelineExecutor::Step::stage_grad(const float* grad) {
-  if (grad_sends >= x.grad_staging_.size()) {
-    throw std::logic_error("pipeline: more gradient sends than staging buffers");
-  }
-  float* staged = x.grad_staging_[grad_sends++];
-  x.gpt_.backend().copy(staged, grad, static_cast<size_t>(x.gpt_.boundary_floats()));
+void* PipelineExecutor::Step::stage_grad(const float* grad) {
+  void* staged = grads.take(&result.idle_s);
+  x.gpt_.backend().copy(static_cast<float*>(staged), grad,
+                        static_cast<size_t>(x.gpt_.boundary_floats()));
   return staged;
 }
 
 void PipelineExecutor::Step::send_grad(const Instruction& ins) {
   if (input_grad == nullptr) throw std::logic_error("pipeline: send_grad without a backward");
-  float* staged = stage_grad(input_grad);
-  x.sends_.push_back(x.pp_.isend(staged, bytes, ins.peer_stage,
+  void* staged = stage_grad(input_grad);
+  grads.sent(staged, x.pp_.isend(staged, grad_bytes, ins.peer_stage,
                                  x.tag(true, ins.micro_batch, x.virtual_stage(ins.chunk) - 1)));
 }
 
@@ -359,8 +357,10 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
     observe::TraceScope trace(trace_, to_string(ins.kind), "pipeline", instruction_fields(ins));
     step.execute(ins);
   }
-  for (auto& [k, s] : step.activation_sends) sends_.push_back(std::move(s));
-  wait_all_sends(&step.result.idle_s);
+  step.grads.wait_all(&step.result.idle_s);
+  step.activations.wait_all(&step.result.idle_s);
+  if (!step.output_of.empty())
+    throw std::logic_error("pipeline: an output neither sent nor handed over");
   if (!step.slots.empty()) throw std::logic_error("pipeline: a micro-batch ran forward only");
   if (!step.local_grads.empty()) {
     throw std::logic_error("pipeline: a gradient handed to a chunk whose backward never ran");
@@ -374,17 +374,17 @@ PipelineStepResult PipelineExecutor::run_step(const std::function<MicroBatchData
 }
 
 PipelineStepResult PipelineExecutor::run_forward(const MicroBatchData& batch) {
-  const auto bytes = static_cast<size_t>(gpt_.boundary_floats()) * sizeof(float);
+  const auto bytes = static_cast<size_t>(gpt_.boundary_bytes());
   const int last = gpt_.num_chunks() * stages_ - 1;
   auto holder = [&](int v) { return model::place_of_virtual_stage(order_, v, stages_).rank; };
   PipelineStepResult result;
   model::Gpt::ChunkLoss loss;
+  StagingPool outgoing(activation_staging_);
   const float* local_out = nullptr;  // the previous chunk's output, when it goes to the next
   for (int c = 0; c < gpt_.num_chunks(); ++c) {
     const int v = virtual_stage(c);
     if (local_chunk(v - 1) >= 0) {
-      gpt_.backend().copy(gpt_.input_buffer(c, 0), local_out,
-                          static_cast<size_t>(gpt_.boundary_floats()));
+      gpt_.store_boundary(gpt_.input_buffer(c, 0), local_out);
     } else if (!gpt_.has_embedding(c)) {
       timed(&result.idle_s,
             [&] { pp_.recv(gpt_.input_buffer(c, 0), bytes, holder(v - 1), tag(false, 0, v)); });
@@ -392,10 +392,12 @@ PipelineStepResult PipelineExecutor::run_forward(const MicroBatchData& batch) {
     const float* out = gpt_.forward_chunk(c, 0, batch.tokens, batch.targets, false, 0.0f, &loss);
     local_out = out;
     if (v < last && local_chunk(v + 1) < 0) {
-      sends_.push_back(pp_.isend(out, bytes, holder(v + 1), tag(false, 0, v + 1)));
+      void* staged = outgoing.take(&result.idle_s);
+      gpt_.store_boundary(staged, out);
+      outgoing.sent(staged, pp_.isend(staged, bytes, holder(v + 1), tag(false, 0, v + 1)));
     }
   }
-  wait_all_sends(&result.idle_s);
+  outgoing.wait_all(&result.idle_s);
   result.loss_sum = loss.sum;
   result.loss_count = loss.count;
   return result;

@@ -27,7 +27,9 @@
 #include "model/deferred_weight_grads.h"
 #include "model/gpt.h"
 #include "observe/trace_recorder.h"
+#include "parallel/boundary_staging.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/staging_pool.h"
 
 namespace trainctl::parallel {
 
@@ -35,13 +37,13 @@ namespace trainctl::parallel {
 // backward_weight, where B and W are split: W reads inputs kept in the slot) at once: the
 // activation slots the model needs for `program`.
 int activation_slots_needed(const std::vector<Instruction>& program);
+// The same for each chunk (at least 1 each; `chunks` entries, or more if the program names
+// more): the slots Gpt allocates per chunk (model::GptOptions::chunk_slots). Under the
+// interleaved schedule the first chunk holds more micro-batches than the later ones.
+std::vector<int> activation_slots_per_chunk(const std::vector<Instruction>& program, int chunks);
 // The most backward_inputs of `program` whose backward_weight has not run yet, at once: the
 // kept weight-gradient work the executor holds (model::deferred_weight_floats each).
 int weight_grads_held(const std::vector<Instruction>& program);
-// The input gradients `program` sends in one step, and those it hands to its other chunk
-// locally (zbv's turn of the V): the executor's staging buffers, each one boundary
-// activation (batch * seq_len * d_model floats).
-int grad_staging_buffers(const std::vector<Instruction>& program);
 
 struct MicroBatchData {
   const int32_t* tokens = nullptr;   // [batch, seq_len], used by the embedding chunk
@@ -58,10 +60,13 @@ class PipelineExecutor {
  public:
   // `pp` is the pipeline group (group rank == stage); `program` the stage's list;
   // `virtual_stages` the chunks per stage. The model must have
-  // activation_slots_needed(program) slots.
+  // activation_slots_per_chunk(program) slots in each chunk.
   // `order`: how the lists' chunks map to virtual stages (chunk_order of the schedule).
+  // `staging`: the activation and the gradient staging buffers it keeps of each
+  // (boundary_staging_pool of the schedule, parallel/boundary_staging.h; fewer may
+  // deadlock).
   PipelineExecutor(model::Gpt& gpt, comm::Communicator& pp, std::vector<Instruction> program,
-                   int num_micro_batches, model::ChunkOrder order = model::ChunkOrder::looped);
+                   int num_micro_batches, model::ChunkOrder order, int staging);
   ~PipelineExecutor();
   PipelineExecutor(const PipelineExecutor&) = delete;
   PipelineExecutor& operator=(const PipelineExecutor&) = delete;
@@ -90,7 +95,6 @@ class PipelineExecutor {
   }
   // This stage's chunk holding virtual stage v, or -1 when another stage (or none) does.
   int local_chunk(int v) const;
-  void wait_all_sends(double* idle_s);
   // A holder for one backward_input's kept work, reused across steps.
   std::unique_ptr<model::DeferredWeightGrads> take_weight_grads();
 
@@ -99,10 +103,11 @@ class PipelineExecutor {
   std::vector<Instruction> program_;
   int stage_, stages_, micro_batches_;
   model::ChunkOrder order_;
-  // Gradients leave from the model's shared backward buffer: each send of a step gets its
-  // own copy, in backend memory allocated up front (grad_staging_buffers(program) of them).
-  std::vector<float*> grad_staging_;
-  std::vector<std::unique_ptr<comm::PendingSend>> sends_;
+  // Outputs leave from the last block's working buffer, gradients from the model's one
+  // backward buffer: each message gets its own copy, in backend buffers allocated up front
+  // (parallel/boundary_staging.h), each step's StagingPools hand out.
+  std::vector<void*> activation_staging_;  // Gpt::boundary_bytes() each
+  std::vector<void*> grad_staging_;        // boundary_floats() fp32 each
   std::vector<std::unique_ptr<model::DeferredWeightGrads>> weight_grads_free_;
   observe::TraceRecorder* trace_ = nullptr;
 };

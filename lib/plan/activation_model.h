@@ -7,8 +7,10 @@
 // parallelism, sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, sbh(34/t + 5as/(ht))
 // with sequence parallelism, sbh(34/t) with selective recomputation and sequence
 // parallelism (tests/data/korthikanti_2022_activations.csv). With trainctl's layer
-// (flash-style attention: no s x s tensor; no dropout) it is the device: cuda memory plan's
-// activation term (plan/mixed_memory_plan.h).
+// (flash-style attention: no s x s tensor; no dropout) it is what the engine keeps per layer
+// in 16 bits, which the memory plan counts from the engine's own allocations
+// (plan/memory_plan.h; tests/unit/test_mixed_memory_plan.cpp checks the two agree): the
+// bridge between the paper's table and the plan.
 #include <string>
 
 namespace trainctl::plan {

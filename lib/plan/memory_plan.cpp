@@ -12,7 +12,6 @@
 #include "parallel/pipeline_schedule.h"
 #include "parallel/shard_layout.h"
 #include "parallel/zero3_params.h"
-#include "plan/mixed_memory_plan.h"
 #include "plan/model_of_spec.h"
 #include "util/error.h"
 
@@ -80,8 +79,9 @@ void add_model_state(MemoryBreakdown& b, const config::JobSpec& spec,
 
 // What the engine builds for pipeline stage `stage`, as Engine and its parts allocate it
 // (train/engine.cpp, train/spec_options.cpp).
-MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
-  if (uses_mixed_layout(spec)) return plan_mixed_stage(spec, stage);
+// `staging`: the executor's staging pools (parallel/boundary_staging.h), the same on every
+// stage.
+MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage, int staging) {
   const config::ParallelSpec& par = spec.parallel;
   const model::ModelConfig config = model_config_of(spec.model);
   std::vector<parallel::Instruction> program;
@@ -95,6 +95,9 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
       parallel::chunk_order(parallel::parse_schedule_kind(par.schedule)));
   options.shard.ep_size = par.ep;  // each rank's 1/ep of the routed experts and their rows
   options.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
+  if (!program.empty()) {
+    options.chunk_slots = parallel::activation_slots_per_chunk(program, par.virtual_stages);
+  }
   options.recompute = model::parse_recompute(spec.training.activation_checkpointing);
   // Context parallelism: every rank runs seq_len / cp tokens of each sequence, plus the
   // ring's K/V blocks (model/ring_attention.h, counted as workspace).
@@ -118,7 +121,9 @@ MemoryBreakdown plan_stage(const config::JobSpec& spec, int stage) {
   const double boundary = static_cast<double>(spec.training.micro_batch_size) *
                           (spec.model.seq_len / par.cp) * spec.model.d_model /
                           (par.sequence_parallel ? par.tp : 1);
-  b.communication += parallel::grad_staging_buffers(program) * boundary * kFloat;
+  // The executor's two staging pools: outgoing gradients in fp32, outgoing activations in
+  // the kept type (Gpt::boundary_bytes).
+  b.communication += staging * boundary * (kFloat + dtype_size(spec.precision.compute));
   b.activations = static_cast<double>(g.activations + g.recompute) * kFloat;
   // Zero-bubble schedules: what each B keeps for its W (model/deferred_weight_grads.h).
   // Each rank runs seq_len / cp tokens of a sequence.
@@ -174,9 +179,16 @@ std::string ranks_of_stage(const Layout& layout, int stage) {
 }  // namespace
 
 std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec) {
-  check_memory_layout(spec);
   std::vector<MemoryBreakdown> plan;
-  for (int stage = 0; stage < spec.parallel.pp; ++stage) plan.push_back(plan_stage(spec, stage));
+  const config::ParallelSpec& par = spec.parallel;
+  int staging = 0;
+  try {
+    staging = parallel::boundary_staging_pool(parallel::parse_schedule_kind(par.schedule), par.pp,
+                                              spec.grad_accum(), par.virtual_stages);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  for (int stage = 0; stage < par.pp; ++stage) plan.push_back(plan_stage(spec, stage, staging));
   return plan;
 }
 
@@ -188,7 +200,6 @@ double peak_rank_bytes(const std::vector<MemoryBreakdown>& plan) {
 
 std::string format_memory_plan(const config::JobSpec& spec,
                                const std::vector<MemoryBreakdown>& plan) {
-  const bool mixed = uses_mixed_layout(spec);
   // Every 16-bit job keeps fp32 master weights (parallel/mixed_params.h): show the column.
   const bool master_column = spec.precision.compute != DType::fp32;
   // The model's own count (model/model_config.h): with MoE, one token uses only its experts.
@@ -196,10 +207,11 @@ std::string format_memory_plan(const config::JobSpec& spec,
   std::string out = "parameters: " + std::to_string(config.num_params()) + " total, " +
                     std::to_string(config.active_params()) + " active per token\n";
   out += std::string("memory per rank (MiB; ") +
-         (mixed ? "device: cuda, " + std::string(dtype_name(spec.precision.compute)) +
-                      " mixed precision: 16-bit weights and activations, fp32 master weights "
-                      "and AdamW moments"
-                : "tensor memory, as mem_peak_mb in metrics.jsonl") +
+         (master_column ? std::string(dtype_name(spec.precision.compute)) +
+                              " mixed precision: 16-bit weights and kept activations, fp32 "
+                              "gradients, master weights and optimizer state; "
+                        : std::string()) +
+         "tensor memory, as mem_peak_mb in metrics.jsonl" +
          "; activation checkpointing: " + spec.training.activation_checkpointing + "):\n";
   // Columns: ranks, stage, then the parts; `master` only where the layout has one.
   auto row = [&](const std::vector<std::string>& cells) {

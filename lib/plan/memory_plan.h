@@ -2,16 +2,21 @@
 // The memory plan: what each rank of a job will hold, estimated from the spec alone
 // (`trainctl plan`, `validate`, and the check that refuses a job that will not fit).
 //
-// device: cuda with 16-bit compute is planned with the mixed-precision layout
-// (plan/mixed_memory_plan.h); everything else as follows.
-//
 // What it models, and so what it is compared with: the worker's tensor memory, every
 // buffer from Backend::alloc (metrics.jsonl's mem_peak_mb; deterministic for a job and a
-// layout). All of it is allocated when the engine is built, so the peak is reached before
-// the first step and does not move after. Not modelled: the process itself (code,
-// libraries, OpenBLAS and thread stacks), the CPU kernels' per-thread scratch, the
-// communication library's internal buffers and host-side copies made while saving a
-// checkpoint; those show in mem_rss_peak_mb.
+// layout), counted by the same allocation calls the engine makes (model::gpt_memory_floats,
+// parallel::mixed_params_bytes, the pipeline's staging pools). device: cuda and cpu build
+// the same buffers, so one plan serves both; with precision.compute bf16 or fp16 that is
+// Megatron-LM's mixed-precision layout (parallel/mixed_params.h, model/activation_arena.h):
+// 16-bit weights and kept activations, fp32 gradients, master weights and optimizer state
+// (sharded over DP with ZeRO-1/2: 6 + 12/dp bytes per parameter with AdamW), flash-style
+// attention with no s x s tensor, each chunk's in-flight micro-batches by the schedule, and
+// a stage's outgoing activations and gradients staged in small pools, not kept per
+// micro-batch. On a GPU the caching allocator's rounding comes on top. All of it is allocated when
+// the engine is built, so the peak is reached before the first step and does not move after. Not
+// modelled: the process itself (code, libraries, OpenBLAS and thread stacks), the CPU kernels'
+// per-thread scratch, the communication library's internal buffers and host-side copies made while
+// saving a checkpoint; those show in mem_rss_peak_mb.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,15 +28,15 @@ namespace trainctl::plan {
 // Bytes of one pipeline stage's ranks (every DP and TP rank of a stage holds the same).
 struct MemoryBreakdown {
   int stage = 0;
-  int activation_slots = 0;  // micro-batches the schedule keeps in flight per chunk
-  double parameters = 0;     // fp32 weights of the stage's shard (ZeRO-3: the DP shard and
-                             // the whole embedding and head)
+  int activation_slots = 0;  // micro-batches the schedule keeps in flight (its busiest chunk)
+  double parameters = 0;     // weights of the stage's shard, fp32 or (mixed precision) 16-bit
+                             // (ZeRO-3: the DP shard and the whole embedding and head)
   double gradients = 0;      // the gradient buffer (+ ZeRO-2's reduce-scatter output)
   double master = 0;         // fp32 master weights (mixed-precision layout only)
   double optimizer = 0;      // AdamW's moments (sharded over DP with ZeRO) or SGD's momentum
   double activations = 0;    // kept between forward and backward, plus recomputation's buffers
   double communication = 0;  // ZeRO allgather staging (ZeRO-3: the transient block buffers),
-                             // pipeline gradient staging
+                             // the pipeline's activation and gradient staging pools
   double workspace = 0;      // backward and loss scratch shared by every block
   // Of `parameters`: the routed experts this rank holds (MoE; 1/ep of them with parallel.ep),
   // in bytes of fp32 weights (their gradients and AdamW moments take as much again each).
@@ -43,8 +48,7 @@ struct MemoryBreakdown {
 };
 
 // One entry per pipeline stage, stage 0 first. Throws InputError for a spec the model
-// cannot be split by (as validation would), and for a device / precision / optimizer
-// combination without a memory layout (plan/mixed_memory_plan.h, check_memory_layout).
+// cannot be split by (as validation would).
 std::vector<MemoryBreakdown> plan_memory(const config::JobSpec& spec);
 
 // The largest stage total: what every rank must fit.

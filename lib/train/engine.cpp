@@ -46,7 +46,9 @@ Engine::Engine(const RunOptions& o, comm::ProcessGroups& g, std::unique_ptr<ops:
   if (o.optimizer.loss_scaling) loss_scaler.emplace(*o.optimizer.loss_scaling);
   if (!program.empty())
     pipeline.emplace(gpt, *g.pp, program, layout.grad_accum,
-                     parallel::chunk_order(o.parallel.schedule));
+                     parallel::chunk_order(o.parallel.schedule),
+                     parallel::boundary_staging_pool(o.parallel.schedule, o.parallel.layout.pp,
+                                                     layout.grad_accum, o.parallel.virtual_stages));
 }
 
 const int32_t* Engine::local_rows(const int32_t* full, std::vector<int32_t>& buffer, int m) {

@@ -29,6 +29,9 @@ model::GptOptions model_options(const RunOptions& options, comm::ProcessGroups& 
   o.shard.ep_rank = groups.coord.dp % p.layout.ep;
   o.ep = groups.ep.get();
   o.slots = program.empty() ? 1 : parallel::activation_slots_needed(program);
+  if (!program.empty()) {
+    o.chunk_slots = parallel::activation_slots_per_chunk(program, p.virtual_stages);
+  }
   o.recompute = options.model.recompute;
   o.sequence_parallel = p.sequence_parallel;
   // ZeRO-3 keeps only shards of the parameters (data_parallel_options: zero applies with

@@ -25,8 +25,13 @@
 // differs by up to 2.4e-4 at tp 2 where fp16's own reach was 3.5e-5; at lr 1e-3 by 4e-6).
 //
 // And it must have rounded at all: a layout that silently computed in fp32 would sit on
-// the fp32 run, so each layout must be closer to the reduced-precision worker than to
-// fp32 (summed over the run's steps).
+// the fp32 run. In bf16 each layout must be closer to the reduced-precision worker than to
+// fp32 (summed over the run's steps). In fp16, whose significand is 8 times finer, the
+// single worker's own distance to fp32 is of the size of the rounding decisions a layout
+// takes the other way, once the residual stream itself is stored in 16 bits (measured on a
+// tied llama over 6 steps: 2.0e-3 summed to the fp16 worker, 1.3e-3 to fp32, where the same
+// layout in bf16 stays 4.7e-4 from its worker and 9.8e-3 from fp32); there the layout must
+// leave the fp32 run by more than fp32 reordering explains at some step.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -69,7 +74,7 @@ inline void check_within_rounding(const std::string& label, const std::string& p
                                   const std::vector<double>& fp32) {
   REQUIRE(layout.size() == one.size());
   const std::vector<double> bound = rounding_envelope(one, fp32, precision);
-  double to_one = 0, to_fp32 = 0;
+  double to_one = 0, to_fp32 = 0, farthest_from_fp32 = 0;
   for (size_t s = 0; s < one.size(); ++s) {
     const double off = std::fabs(layout[s] / one[s] - 1);
     INFO(label << " step " << s + 1 << ": " << layout[s] << " vs " << one[s] << " (relative " << off
@@ -78,10 +83,15 @@ inline void check_within_rounding(const std::string& label, const std::string& p
     CHECK(off <= bound[s]);
     to_one += std::fabs(layout[s] - one[s]);
     to_fp32 += std::fabs(layout[s] - fp32[s]);
+    farthest_from_fp32 = std::max(farthest_from_fp32, std::fabs(layout[s] / fp32[s] - 1));
   }
   INFO(label << ": summed distance to the reduced-precision worker " << to_one << ", to fp32 "
-             << to_fp32);
-  CHECK(to_one < to_fp32);
+             << to_fp32 << "; at most " << farthest_from_fp32 << " from fp32 (relative)");
+  if (precision == "fp16") {
+    CHECK(farthest_from_fp32 > kFp32LayoutTolerance);
+  } else {
+    CHECK(to_one < to_fp32);
+  }
 }
 
 }  // namespace trainctl::test

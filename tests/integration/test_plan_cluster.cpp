@@ -23,7 +23,7 @@ TEST_CASE("plan --cluster predicts the step on a shipped cluster", "[plan][integ
   CHECK_THAT(r.out, Catch::Contains("predicted step "));
   CHECK_THAT(r.out, Catch::Contains("  recomputation "));
   CHECK_THAT(r.out, Catch::Contains("  pipeline bubble "));
-  CHECK_THAT(r.out, Catch::Contains("of the device's 80 GB"));
+  CHECK_THAT(r.out, Catch::Contains("of the device's 85.9 GB"));
 
   ProcResult j = run_trainctl({"plan", job.string(), "--cluster", cluster, "--json"}, dir.path());
   REQUIRE(j.exit_code == 0);

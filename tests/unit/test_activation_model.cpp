@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "parallel/pipeline_executor.h"
 #include "parallel/pipeline_schedule.h"
 #include "plan/activation_model.h"
-#include "plan/mixed_memory_plan.h"
 
 using namespace trainctl;
 
@@ -100,25 +100,25 @@ TEST_CASE("activation model: trainctl's flash-style layer keeps no s x s tensor"
   CHECK(plan::layer_activation_bytes(s, plan::KeptSet::full) == Approx(2 * sbh / 8));
 }
 
-TEST_CASE("memory plan: the interleaved schedule's in-flight chunks, each by its own size",
+TEST_CASE("memory plan: the interleaved schedule's in-flight micro-batches, chunk by chunk",
           "[plan][memory]") {
   // 4 stages x 2 chunks, 8 micro-batches: stage 0 holds w + 1 = (4-0-1)*2 + (2-1)*4 + 1 = 11
-  // (chunk, micro-batch) pairs at its peak, not 11 whole stages.
+  // (chunk, micro-batch) pairs at its peak, not 11 whole stages; each chunk gets the slots
+  // it holds at its own peak (parallel::activation_slots_per_chunk, what the model
+  // allocates), and the first chunk, forwarded first, holds more than the second.
   const auto program =
       parallel::make_schedule(parallel::ScheduleKind::interleaved, 0, 4, 8, /*virtual=*/2);
-  int pairs = 0;
-  const double peak = plan::peak_in_flight_bytes(program, {1.0, 1.0}, &pairs);
-  CHECK(pairs == 11);
-  CHECK(peak == Approx(11.0));
-  // Each chunk is weighted by its own size: a heavier chunk 1 raises the peak, by less than
-  // it would if every held pair were a chunk-1 pair.
-  const double weighted = plan::peak_in_flight_bytes(program, {1.0, 3.0});
-  CHECK(weighted > peak);
-  CHECK(weighted < 3 * peak);
-  // 1F1B: stage 0 of 4 holds 4 micro-batches; no pipeline: one.
-  const auto one_f_one_b = parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, 0, 4, 8);
-  CHECK(plan::peak_in_flight_bytes(one_f_one_b, {2.0}, &pairs) == Approx(8.0));
-  CHECK(pairs == 4);
-  CHECK(plan::peak_in_flight_bytes({}, {5.0}, &pairs) == Approx(5.0));
-  CHECK(pairs == 1);
+  const std::vector<int> slots = parallel::activation_slots_per_chunk(program, 2);
+  REQUIRE(slots.size() == 2);
+  CHECK(slots[0] > slots[1]);
+  CHECK(slots[0] + slots[1] >= 11);
+  CHECK(slots[0] + slots[1] < 2 * 11);  // not every chunk at the stage's peak
+  CHECK(parallel::activation_slots_needed(program) == slots[0]);
+  // 1F1B: stage 0 of 4 holds 4 micro-batches, the last stage one.
+  CHECK(parallel::activation_slots_per_chunk(
+            parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, 0, 4, 8), 1) ==
+        std::vector<int>{4});
+  CHECK(parallel::activation_slots_per_chunk(
+            parallel::make_schedule(parallel::ScheduleKind::one_f_one_b, 3, 4, 8), 1) ==
+        std::vector<int>{1});
 }

@@ -4,6 +4,7 @@
 // (GptOptions::kept_activations, model/activation_arena.h).
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "model/gpt.h"
@@ -133,16 +134,37 @@ TEST_CASE("gpt_memory_floats is what the model allocates, and recomputation keep
       CHECK((mode == model::Recompute::none) == (m.recompute == 0));
       if (previous > 0) CHECK(bytes < previous);
       previous = bytes;
-      if (kept == DType::fp32 || mode == model::Recompute::full) continue;
-      // Each (block, slot) keeps its 16-bit store, half the floats of the fp32 buffers it
-      // would have kept; the model holds one fp32 working set of them (workspace).
+      if (kept == DType::fp32) continue;
+      // Each (block, slot) keeps its 16-bit stores, half the floats of the fp32 buffers it
+      // would have kept: its kept activations, its output (but the last block of a chunk
+      // without the head, whose output leaves the stage from a working buffer, in both);
+      // each (chunk, slot) its input. The model holds one fp32 working set of the kept
+      // activations, the outputs' working buffers (one per parity of the block index: block
+      // b reads b-1's while writing its own; in fp32 only the leaving blocks' parities), and
+      // one of the inputs (workspace).
       options.kept_activations = DType::fp32;
       const model::GptMemoryFloats wide = model::gpt_memory_floats(c, options, kB, kT);
-      int blocks = k.shard.chunks.empty() ? c.n_layer : 0;
-      for (const model::LayerRange& chunk : k.shard.chunks) blocks += chunk.size();
-      const int64_t working = m.workspace - wide.workspace;
-      CHECK(working > 0);
-      CHECK(2 * (wide.activations - m.activations) == int64_t{blocks} * k.slots * working);
+      std::vector<model::LayerRange> chunks = k.shard.chunks;
+      if (chunks.empty()) chunks.push_back({0, c.n_layer});
+      const bool head = k.shard.chunks.empty() || k.shard.head;
+      int blocks = 0, leaving = 0;
+      std::set<int> leaving_parities;
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        blocks += chunks[i].size();
+        if (i + 1 < chunks.size() || !head) {
+          ++leaving;
+          leaving_parities.insert((blocks - 1) % 2);
+        }
+      }
+      const auto nchunks = static_cast<int64_t>(chunks.size());
+      const int64_t row = int64_t{kB} * kT * c.d_model;  // one [N, C] of the residual stream
+      const auto parities = static_cast<int64_t>(std::min(blocks, 2) - leaving_parities.size());
+      const int64_t working = m.workspace - wide.workspace - (parities + 1) * row;
+      CHECK(working >= 0);
+      CHECK((working == 0) == (mode == model::Recompute::full));
+      CHECK(2 * (wide.activations - m.activations) ==
+            int64_t{blocks} * k.slots * working + int64_t{blocks - leaving} * k.slots * row +
+                nchunks * k.slots * row);
     }
   }
   CHECK(model::parse_recompute("selective") == model::Recompute::selective);

@@ -179,10 +179,11 @@ TEST_CASE("pipeline stages chained by hand reproduce the whole model", "[model]"
   model::Gpt::ChunkLoss loss;
   const int slot = 1;
   for (int r = 0; r < stages; ++r) {
-    const float* out = s[static_cast<size_t>(r)]->forward_chunk(
+    const void* out = s[static_cast<size_t>(r)]->forward_chunk(
         0, slot, b.tokens.data(), b.targets.data(), true, scale, &loss);
     if (r + 1 < stages)
-      std::copy(out, out + n, s[static_cast<size_t>(r) + 1]->input_buffer(0, slot));
+      s[static_cast<size_t>(r) + 1]->copy_boundary(
+          s[static_cast<size_t>(r) + 1]->input_buffer(0, slot), out);
   }
   CHECK(loss.count == count);
   CHECK(loss.sum == Approx(want).epsilon(1e-6));

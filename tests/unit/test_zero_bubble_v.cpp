@@ -169,7 +169,8 @@ TEST_CASE("the simulator refuses a V turn run out of order", "[pipeline][zbv]") 
                   parallel::ScheduleError);
 }
 
-TEST_CASE("the executor holds the staging buffers of zbv's local gradients", "[pipeline][zbv]") {
+TEST_CASE("zbv stages its sends and its local hand-offs: the staging pool's upper bound",
+          "[pipeline][zbv]") {
   // Slots: each chunk's micro-batches between F and B.
   const auto last = parallel::make_schedule(ScheduleKind::zbv, 1, 2, 4, 2);
   CHECK(parallel::activation_slots_needed(last) >= 1);
