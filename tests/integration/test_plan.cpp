@@ -180,7 +180,7 @@ TEST_CASE("plan and validate size Llama 3 8B from its preset", "[plan][integrati
   const auto plan = nlohmann::json::parse(r.out);
   // Stage 0 holds the embedding (128256 x 4096 / tp) and 8 layers of 218 M weights / tp:
   // on device: cuda with bf16, 541.375 MiB of bf16 parameters per rank and their fp32
-  // master copy, 1082.75 MiB (plan/mixed_memory_plan.h).
+  // master copy, 1082.75 MiB (parallel/mixed_params.h, as plan/memory_plan.h counts it).
   const auto& stage0 = plan["memory_mb"][0];
   INFO(stage0.dump());
   CHECK(stage0["parameters"].get<double>() == Approx(541.375).epsilon(1e-4));
