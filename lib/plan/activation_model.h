@@ -40,7 +40,7 @@ struct LayerShape {
   // residuals, dropout masks) over tp. Megatron keeps the norms' outputs sharded too and
   // all-gathers them again in backward; trainctl keeps them all-gathered, as tensor
   // parallelism does (`sp_keeps_gathered`), so its backward moves no extra bytes.
-  // Context parallelism (no job-spec key yet) shards the sequence over cp ranks.
+  // Context parallelism (parallel.cp) shards the sequence over cp ranks.
   bool sequence_parallel = false;
   bool sp_keeps_gathered = false;
   int cp = 1;
