@@ -4,6 +4,7 @@
 // tensor parallelism and a long sequence. And a job over runtime.memory_limit_mb is refused
 // before launch with the options that would make it fit.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "integration/helpers.h"
@@ -111,6 +112,43 @@ TEST_CASE("the memory plan matches each rank's measured tensor memory within 10%
     CHECK(last["mem_peak_mb_max"].get<double>() == Approx(most));
     CHECK(last["mem_peak_mb"].get<double>() == Approx(measured[0]));
     CHECK(last["mem_rss_peak_mb"].get<double>() > last["mem_peak_mb"].get<double>());
+  }
+}
+
+TEST_CASE("a pipeline stage's tensor memory does not grow with the step's micro-batches",
+          "[train][memory][pipeline]") {
+  // Outgoing activations and gradients wait in staging pools of a fixed size
+  // (parallel/boundary_staging.h), not one buffer per message of the step: 4 and 32
+  // micro-batches measure the same peak on every rank, to less than one boundary tensor
+  // (1 x 512 x 64 floats = 0.125 MiB). One buffer per gradient sent used to add 28 of them.
+  TempDir dir("memory_micro_batches");
+  const std::string model = "{vocab_size: 128, seq_len: 512, n_layer: 4, n_head: 4, d_model: 64}";
+  for (const std::string parallel :
+       {"{pp: 2, schedule: 1f1b}", "{pp: 2, schedule: interleaved, virtual_stages: 2}"}) {
+    std::vector<std::vector<double>> peaks;
+    for (const int batch : {4, 32}) {
+      const std::string name = "mb" + std::to_string(batch) +
+                               (parallel.find("interleaved") != std::string::npos ? "-i" : "");
+      const fs::path job =
+          write_memory_job(dir.path(), name, model, parallel,
+                           "micro_batch_size: 1, global_batch_size: " + std::to_string(batch));
+      const ProcResult train =
+          run_trainctl({"train", job.string()}, dir.path(), std::chrono::seconds(120));
+      INFO(name << "\n" << train.out << train.err);
+      REQUIRE(train.exit_code == 0);
+      std::istringstream in(read_text(dir.path() / "runs" / name / "metrics.jsonl"));
+      json last;
+      for (std::string line; std::getline(in, line);) last = json::parse(line);
+      peaks.push_back(last["mem_peak_mb_ranks"].get<std::vector<double>>());
+    }
+    INFO(parallel);
+    REQUIRE(peaks[0].size() == 2);
+    REQUIRE(peaks[1].size() == 2);
+    for (size_t r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << peaks[0][r] << " MiB at 4 micro-batches, " << peaks[1][r]
+                   << " at 32");
+      CHECK(std::abs(peaks[1][r] - peaks[0][r]) < 0.125);
+    }
   }
 }
 
