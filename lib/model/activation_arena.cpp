@@ -105,17 +105,9 @@ void ActivationArena::pack(int unit, int slot) {
   }
 }
 
-void ActivationArena::unpack(int unit, int slot) {
+void ActivationArena::unpack_where(int unit, int slot, bool outputs) {
   for (const Stored& s : stored(unit, slot)) {
-    if (!s.output) {
-      backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
-    }
-  }
-}
-
-void ActivationArena::unpack_output(int unit, int slot) {
-  for (const Stored& s : stored(unit, slot)) {
-    if (s.output) {
+    if (s.output == outputs) {
       backend_->cast(s.working, DType::fp32, s.bits, kept_, static_cast<size_t>(s.floats));
     }
   }

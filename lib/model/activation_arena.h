@@ -78,8 +78,8 @@ class ActivationArena {
   // 16 bits: save the unit's working set and output of `slot` into their stores / fill the
   // working set back / fill the output's working buffer back. Nothing in fp32.
   void pack(int unit, int slot);
-  void unpack(int unit, int slot);
-  void unpack_output(int unit, int slot);
+  void unpack(int unit, int slot) { unpack_where(unit, slot, false); }
+  void unpack_output(int unit, int slot) { unpack_where(unit, slot, true); }
   DType kept() const { return kept_; }
   // What has been handed out so far (params left 0).
   const GptMemoryFloats& floats() const { return floats_; }
@@ -96,6 +96,8 @@ class ActivationArena {
     int64_t floats;
     bool output = false;  // keep_output's: unpacked by unpack_output only
   };
+  // Fills the working buffers of the unit's stores that are outputs (or are not).
+  void unpack_where(int unit, int slot, bool outputs);
   // Registers the (current unit, slot) store of `working`.
   void store(float* working, int64_t floats, int slot, bool output);
   const std::vector<Stored>& stored(int unit, int slot) const;

@@ -84,6 +84,14 @@ bool rejoined(const fs::path& membership, int replica, int generation) {
   return false;
 }
 
+// metrics.jsonl's lines: each of steps 1..steps exactly once, in order.
+std::vector<json> every_step_once(const fs::path& run, int steps) {
+  std::vector<json> metrics = json_lines(run / "metrics.jsonl");
+  REQUIRE(metrics.size() == static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
+  return metrics;
+}
+
 }  // namespace
 
 TEST_CASE("fault tolerance: dp 3 x pp 2 survives 5 kills at random steps and equals its replay",
@@ -138,9 +146,7 @@ TEST_CASE("fault tolerance: dp 3 x pp 2 survives 5 kills at random steps and equ
   }
 
   // Every step exactly once, each with the replicas its epoch had.
-  const std::vector<json> metrics = json_lines(run / "metrics.jsonl");
-  REQUIRE(metrics.size() == static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
+  const std::vector<json> metrics = every_step_once(run, steps);
   const std::vector<json> epochs = json_lines(run / "membership.jsonl");
   // The last epoch has every replica, their restarts adding up to the kills.
   int restarts = 0;
@@ -194,9 +200,7 @@ TEST_CASE("fault tolerance: below min_replicas the job restarts from its checkpo
   CHECK_THAT(r.err, Catch::Contains("restarting all workers (restart 1 of 1)"));
   CHECK_THAT(read_text(run / "logs/rank0.log"),
              Catch::Contains("below runtime.fault_tolerance.min_replicas 2"));
-  const std::vector<json> metrics = json_lines(run / "metrics.jsonl");
-  REQUIRE(metrics.size() == static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
+  every_step_once(run, steps);
 }
 
 TEST_CASE(
@@ -240,9 +244,7 @@ TEST_CASE(
   for (int rank = 0; rank < kReplicas * kStages; ++rank) {
     CHECK(started_pids(run / "logs" / ("rank" + std::to_string(rank) + ".log")).size() == 1);
   }
-  const std::vector<json> metrics = json_lines(run / "metrics.jsonl");
-  REQUIRE(metrics.size() == static_cast<size_t>(steps));
-  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
+  every_step_once(run, steps);
 }
 
 TEST_CASE(
@@ -281,11 +283,9 @@ TEST_CASE(
   const ProcResult r = p.wait(300s);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const std::vector<json> metrics = json_lines(run / "metrics.jsonl");
+  const std::vector<json> metrics = every_step_once(run, steps);
   const std::vector<json> reference = json_lines(dir / "runs/plain/metrics.jsonl");
-  REQUIRE(metrics.size() == static_cast<size_t>(steps));
   REQUIRE(reference.size() == metrics.size());
-  for (int s = 0; s < steps; ++s) CHECK(metrics[static_cast<size_t>(s)].at("step") == s + 1);
   // Up to the first kill, bitwise the plain run; the last loss still close to it.
   CHECK(metrics[20].at("loss") == reference[20].at("loss"));
   const double last = metrics.back().at("loss").get<double>();
